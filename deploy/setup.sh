@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs every Debian (bookworm) package spand needs to build, test and run. Idempotent: the one
+# place this list lives. Usage: sudo deploy/setup.sh
+set -euo pipefail
+packages=(
+  # build
+  build-essential meson ninja-build pkg-config clang clang-format git ca-certificates
+  # gateway data plane and files
+  dpdk dpdk-dev libpcap-dev
+  # control plane: config, CLI, logs, JSON, Redis, gRPC, metrics
+  libtomlplusplus-dev libcli11-dev libspdlog-dev nlohmann-json3-dev libhiredis-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler prometheus-cpp-dev
+  # agent: BPF and rtnetlink
+  libbpf-dev bpftool libmnl-dev linux-libc-dev iproute2 ethtool
+  # tests and benchmarks: real servers, reference tools, packet tools
+  libgtest-dev libbenchmark-dev redis-server redis-tools prometheus tcptrace tshark tcpdump
+  python3 python3-pytest python3-scapy python3-redis python3-grpcio python3-protobuf
+  procps psmisc bc
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update
+  apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+echo "setup: all ${#packages[@]} packages present"

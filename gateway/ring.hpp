@@ -1,0 +1,59 @@
+// Single-producer single-consumer ring of plain structs: a data lcore produces, the control side
+// consumes. Capacity is fixed at construction (power of two); push never blocks or allocates and
+// reports a full ring so the caller can count the loss.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+namespace spand {
+
+template <typename T>
+class SpscRing {
+  static_assert(std::is_trivially_copyable_v<T>, "ring slots are copied by value");
+
+ public:
+  explicit SpscRing(size_t capacity_pow2)
+      : mask_(round_up(capacity_pow2) - 1), slots_(new T[mask_ + 1]) {}
+
+  bool push(const T& v) {
+    const size_t head = head_.load(std::memory_order_relaxed);
+    if (head - tail_cache_ > mask_) {
+      tail_cache_ = tail_.load(std::memory_order_acquire);
+      if (head - tail_cache_ > mask_) return false;
+    }
+    slots_[head & mask_] = v;
+    head_.store(head + 1, std::memory_order_release);
+    return true;
+  }
+
+  bool pop(T& out) {
+    const size_t tail = tail_.load(std::memory_order_relaxed);
+    if (tail == head_.load(std::memory_order_acquire)) return false;
+    out = slots_[tail & mask_];
+    tail_.store(tail + 1, std::memory_order_release);
+    return true;
+  }
+
+  size_t size() const {
+    return head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire);
+  }
+  size_t capacity() const { return mask_ + 1; }
+
+ private:
+  static size_t round_up(size_t n) {
+    size_t p = 1;
+    while (p < n) p <<= 1;
+    return p;
+  }
+  const size_t mask_;
+  std::unique_ptr<T[]> slots_;
+  alignas(64) std::atomic<size_t> head_{0};
+  size_t tail_cache_ = 0; // producer's last view of tail
+  alignas(64) std::atomic<size_t> tail_{0};
+};
+
+} // namespace spand

@@ -1,0 +1,76 @@
+// One data-plane worker: the per-lcore pipeline parse -> flow table -> TCP tracker -> samples.
+// A worker is owned by exactly one thread; it allocates only in its constructor. Finished flows
+// and samples leave through SPSC rings that the control side drains.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "flow_record.hpp"
+#include "packet.hpp"
+#include "ring.hpp"
+#include "sample.hpp"
+
+namespace spand {
+
+struct WorkerConfig {
+  uint32_t flow_capacity = 1 << 20;     // connections tracked at once (per worker)
+  uint32_t syn_timeout_ms = 30'000;     // a handshake that never completes
+  uint32_t idle_timeout_s = 300;        // established connection with no packet
+  uint32_t closing_timeout_ms = 10'000; // after FIN/RST
+  uint32_t ring_capacity = 1 << 16;     // samples and flow records in flight to the control side
+  bool emit_rtt_samples = true;
+};
+
+// Counters owned by the worker; read by the control side without locks (monotonic integers).
+struct WorkerCounters {
+  uint64_t frames = 0;
+  uint64_t bytes = 0;
+  uint64_t tcp_packets = 0;
+  std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
+  uint64_t flows_created = 0;
+  uint64_t flows_closed = 0;
+  uint64_t flows_evicted = 0;   // removed to make room (table full policy)
+  uint64_t flows_timed_out = 0;
+  uint64_t samples_wc = 0;
+  uint64_t samples_rtt = 0;
+  uint64_t ring_full_samples = 0; // samples lost because the control side lagged
+  uint64_t ring_full_flows = 0;   // flow records lost for the same reason
+  uint64_t active_flows = 0;
+};
+
+class FlowTable;
+class Tracker;
+
+class Worker {
+ public:
+  explicit Worker(const WorkerConfig& cfg);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The per-packet entry point.
+  void handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                    uint64_t ts_ns);
+  // Already-parsed entry point (tests, and sources that parse themselves).
+  void handle_packet(const ParsedPacket& p);
+  // Closes every live flow with CloseReason::kEndOfCapture (call once, at the end of input).
+  void finish();
+
+  SpscRing<Sample>& samples() { return *samples_; }
+  SpscRing<FlowRecord>& flows() { return *flows_; }
+  const WorkerCounters& counters() const { return counters_; }
+  static size_t bytes_per_flow();
+
+ private:
+  WorkerConfig cfg_;
+  WorkerCounters counters_;
+  std::unique_ptr<SpscRing<Sample>> samples_;
+  std::unique_ptr<SpscRing<FlowRecord>> flows_;
+  std::unique_ptr<FlowTable> table_;
+  std::unique_ptr<Tracker> tracker_;
+  ParsedPacket scratch_;
+};
+
+} // namespace spand
