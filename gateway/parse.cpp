@@ -56,7 +56,9 @@ constexpr uint8_t kSackBlockBytes = 8;
 // as the "absent" marker.
 constexpr uint8_t kMaxWscale = 14;
 
-inline uint16_t rd16(const uint8_t* p) { return static_cast<uint16_t>((p[0] << 8) | p[1]); }
+inline uint16_t rd16(const uint8_t* p) {
+  return static_cast<uint16_t>((p[0] << 8) | p[1]);
+}
 inline uint32_t rd32(const uint8_t* p) {
   return (static_cast<uint32_t>(p[0]) << 24) | (static_cast<uint32_t>(p[1]) << 16) |
          (static_cast<uint32_t>(p[2]) << 8) | static_cast<uint32_t>(p[3]);
@@ -68,8 +70,8 @@ inline bool is_vlan_tpid(uint16_t ethertype) {
 
 // Walks any stack of VLAN tags that starts at `off` (the ethertype that announced the first tag
 // is `ethertype`). The first tag is the outer one; a third or deeper tag is skipped, not stored.
-inline Drop skip_vlan_tags(const uint8_t* data, uint32_t caplen, uint32_t& off,
-                           uint16_t& ethertype, ParsedPacket& out) {
+inline Drop skip_vlan_tags(const uint8_t* data, uint32_t caplen, uint32_t& off, uint16_t& ethertype,
+                           ParsedPacket& out) {
   int depth = 0;
   while (is_vlan_tpid(ethertype)) {
     if (caplen - off < kVlanTagBytes) return Drop::kTruncatedL2;
@@ -143,8 +145,8 @@ inline Drop parse_tcp_options(const uint8_t* hdr, uint32_t hdr_bytes, TcpOptions
 }
 
 // `off` is where the TCP header starts; `ip_payload_bytes` is what the IP header says follows it.
-inline Drop parse_tcp(const uint8_t* data, uint32_t caplen, uint32_t off,
-                      uint32_t ip_payload_bytes, ParsedPacket& out) {
+inline Drop parse_tcp(const uint8_t* data, uint32_t caplen, uint32_t off, uint32_t ip_payload_bytes,
+                      ParsedPacket& out) {
   if (ip_payload_bytes < kTcpMinHeaderBytes) return Drop::kBadTcpHeader;
   if (caplen < off || caplen - off < kTcpMinHeaderBytes) return Drop::kTruncatedTcp;
   const uint8_t* t = data + off;
@@ -179,6 +181,7 @@ inline Drop parse_ipv4(const uint8_t* data, uint32_t caplen, uint32_t wire_len, 
   if ((rd16(ip + 6) & kIpv4FragOffsetMask) != 0) return Drop::kIpFragment;
   if (ip[9] != kProtoTcp) return Drop::kNotTcp;
   out.ip_version = 4;
+  out.ip_id = rd16(ip + 4);
   out.src = IpAddr::from_v4(ip + 12);
   out.dst = IpAddr::from_v4(ip + 16);
   return parse_tcp(data, caplen, off + hdr_bytes, total_bytes - hdr_bytes, out);
@@ -220,13 +223,14 @@ inline Drop parse_ipv6(const uint8_t* data, uint32_t caplen, uint32_t wire_len, 
     remaining -= ext_bytes;
   }
   out.ip_version = 6;
+  out.ip_id = 0;
   out.src = IpAddr::from_v6(ip + 8);
   out.dst = IpAddr::from_v6(ip + 24);
   return parse_tcp(data, caplen, pos, remaining, out);
 }
 
-inline Drop parse_by_version(const uint8_t* data, uint32_t caplen, uint32_t wire_len,
-                             uint32_t off, ParsedPacket& out) {
+inline Drop parse_by_version(const uint8_t* data, uint32_t caplen, uint32_t wire_len, uint32_t off,
+                             ParsedPacket& out) {
   if (caplen - off < 1) return Drop::kTruncatedIp;
   switch (data[off] >> 4) {
     case 4:
