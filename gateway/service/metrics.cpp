@@ -1,0 +1,191 @@
+#include "metrics.hpp"
+
+namespace spand {
+namespace {
+
+const char* const kCodeNames[] = {
+    "OK",      "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED", "OUT_OF_RANGE",       "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
+
+void advance(prometheus::Counter* c, uint64_t now, uint64_t before) {
+  if (now > before) c->Increment(double(now - before));
+}
+
+} // namespace
+
+const char* rpc_method_name(RpcMethod m) {
+  switch (m) {
+    case RpcMethod::kGet: return "Get";
+    case RpcMethod::kBatchGet: return "BatchGet";
+    case RpcMethod::kWatch: return "Watch";
+    case RpcMethod::kReport: return "Report";
+    case RpcMethod::kTop: return "Top";
+    case RpcMethod::kCount: break;
+  }
+  return "unknown";
+}
+
+CaptureTotals sum_counters(const std::vector<const Worker*>& workers) {
+  CaptureTotals t;
+  for (const Worker* w : workers) {
+    const WorkerCounters& c = w->counters();
+    t.frames += c.frames;
+    t.bytes += c.bytes;
+    for (size_t i = 0; i < t.drops.size(); ++i) t.drops[i] += c.drops[i];
+    t.ring_full_samples += c.ring_full_samples;
+    t.flows_created += c.flows_created;
+    t.flows_evicted += c.flows_evicted;
+    t.active_flows += c.active_flows;
+    t.samples_wc += c.samples_wc;
+    t.samples_rtt += c.samples_rtt;
+  }
+  return t;
+}
+
+Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  using namespace prometheus;
+  Registry& r = *registry_;
+  packets_ = &BuildCounter()
+                  .Name("spand_packets_received_total")
+                  .Help("Frames read from the capture source")
+                  .Register(r)
+                  .Add({});
+  bytes_ = &BuildCounter()
+                .Name("spand_bytes_received_total")
+                .Help("Bytes on the wire of the frames read from the capture source")
+                .Register(r)
+                .Add({});
+  auto& drops = BuildCounter()
+                    .Name("spand_drops_total")
+                    .Help("Frames or samples not used, by reason")
+                    .Register(r);
+  for (size_t i = 1; i < drops_.size(); ++i) {
+    drops_[i] = &drops.Add({{"reason", drop_name(static_cast<Drop>(i))}});
+  }
+  drops_ring_full_ = &drops.Add({{"reason", "sample_ring_full"}});
+  connections_active_ = &BuildGauge()
+                             .Name("spand_connections_active")
+                             .Help("Connections in the flow tables now")
+                             .Register(r)
+                             .Add({});
+  connections_created_ = &BuildCounter()
+                              .Name("spand_connections_created_total")
+                              .Help("Connections inserted into the flow tables")
+                              .Register(r)
+                              .Add({});
+  connections_evicted_ = &BuildCounter()
+                              .Name("spand_connections_evicted_total")
+                              .Help("Connections removed to make room in a full flow table")
+                              .Register(r)
+                              .Add({});
+  auto& samples = BuildCounter()
+                      .Name("spand_samples_total")
+                      .Help("W_c and RTT samples taken from capture, by kind")
+                      .Register(r);
+  samples_wc_ = &samples.Add({{"kind", "wc"}});
+  samples_rtt_ = &samples.Add({{"kind", "rtt"}});
+  auto& agent = BuildCounter()
+                    .Name("spand_agent_samples_total")
+                    .Help("Samples received from agents through Report, by kind")
+                    .Register(r);
+  agent_samples_wc_ = &agent.Add({{"kind", "wc"}});
+  agent_samples_rtt_ = &agent.Add({{"kind", "rtt"}});
+  flush_duration_ = &BuildHistogram()
+                         .Name("spand_redis_flush_duration_seconds")
+                         .Help("Time of one flush of bucket updates to Redis")
+                         .Register(r)
+                         .Add({}, Histogram::BucketBoundaries{0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                                              0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5});
+  flush_errors_ = &BuildCounter()
+                       .Name("spand_redis_flush_errors_total")
+                       .Help("Flushes to Redis that failed (updates kept in the backlog)")
+                       .Register(r)
+                       .Add({});
+  backlog_ = &BuildGauge()
+                  .Name("spand_redis_backlog_updates")
+                  .Help("Bucket updates waiting to be written to Redis")
+                  .Register(r)
+                  .Add({});
+  backlog_dropped_ = &BuildCounter()
+                          .Name("spand_redis_backlog_dropped_updates_total")
+                          .Help("Bucket updates lost because the backlog was full")
+                          .Register(r)
+                          .Add({});
+  rpc_family_ = &BuildCounter()
+                     .Name("spand_grpc_requests_total")
+                     .Help("gRPC calls handled, by method and status code")
+                     .Register(r);
+  auto& durations = BuildHistogram()
+                        .Name("spand_grpc_request_duration_seconds")
+                        .Help("Time to handle a gRPC call (streams: the whole stream), by method")
+                        .Register(r);
+  for (size_t m = 0; m < rpc_counts_.size(); ++m) {
+    const char* method = rpc_method_name(static_cast<RpcMethod>(m));
+    // OK and INVALID_ARGUMENT exist from the start so rate() works on the first error; the
+    // other codes appear when first seen.
+    rpc_counts_[m][0] = &rpc_family_->Add({{"method", method}, {"code", kCodeNames[0]}});
+    rpc_counts_[m][3] = &rpc_family_->Add({{"method", method}, {"code", kCodeNames[3]}});
+    rpc_duration_[m] = &durations.Add(
+        {{"method", method}},
+        Histogram::BucketBoundaries{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01,
+                                    0.025, 0.05, 0.1, 0.5, 1, 10, 60});
+  }
+  auto& estimates = BuildCounter()
+                        .Name("spand_estimates_total")
+                        .Help("Estimates returned by Get and BatchGet, by verdict")
+                        .Register(r);
+  estimates_use_ = &estimates.Add({{"verdict", "use_estimate"}});
+  estimates_slow_ = &estimates.Add({{"verdict", "slow_start"}});
+}
+
+void Metrics::observe_rpc(RpcMethod m, grpc::StatusCode code, double seconds) {
+  const size_t mi = static_cast<size_t>(m);
+  const size_t ci = size_t(code) < kCodes ? size_t(code) : size_t(grpc::StatusCode::UNKNOWN);
+  prometheus::Counter* c;
+  {
+    std::lock_guard lock(totals_mu_);
+    c = rpc_counts_[mi][ci];
+    if (!c) {
+      c = rpc_counts_[mi][ci] =
+          &rpc_family_->Add({{"method", rpc_method_name(m)}, {"code", kCodeNames[ci]}});
+    }
+  }
+  c->Increment();
+  rpc_duration_[mi]->Observe(seconds);
+}
+
+void Metrics::count_estimate(v1::Verdict v) {
+  (v == v1::USE_ESTIMATE ? estimates_use_ : estimates_slow_)->Increment();
+}
+
+void Metrics::set_capture_totals(const CaptureTotals& t) {
+  std::lock_guard lock(totals_mu_);
+  const CaptureTotals& b = last_capture_;
+  advance(packets_, t.frames, b.frames);
+  advance(bytes_, t.bytes, b.bytes);
+  for (size_t i = 1; i < drops_.size(); ++i) advance(drops_[i], t.drops[i], b.drops[i]);
+  advance(drops_ring_full_, t.ring_full_samples, b.ring_full_samples);
+  advance(connections_created_, t.flows_created, b.flows_created);
+  advance(connections_evicted_, t.flows_evicted, b.flows_evicted);
+  advance(samples_wc_, t.samples_wc, b.samples_wc);
+  advance(samples_rtt_, t.samples_rtt, b.samples_rtt);
+  connections_active_->Set(double(t.active_flows));
+  last_capture_ = t;
+}
+
+void Metrics::set_writer_totals(const WriterTotals& t) {
+  std::lock_guard lock(totals_mu_);
+  const WriterTotals& b = last_writer_;
+  advance(flush_errors_, t.flush_errors, b.flush_errors);
+  advance(backlog_dropped_, t.backlog_dropped, b.backlog_dropped);
+  advance(agent_samples_wc_, t.agent_samples_wc, b.agent_samples_wc);
+  advance(agent_samples_rtt_, t.agent_samples_rtt, b.agent_samples_rtt);
+  backlog_->Set(double(t.backlog_updates));
+  last_writer_ = t;
+}
+
+void Metrics::observe_flush(double seconds) { flush_duration_->Observe(seconds); }
+
+} // namespace spand

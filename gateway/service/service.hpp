@@ -1,0 +1,46 @@
+// spand.v1.Estimates over gRPC: thin handlers that time each call for the metrics and delegate
+// to EstimatesCore (requests) and WatchHub (streams).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "core.hpp"
+#include "metrics.hpp"
+#include "spand/v1/estimates.grpc.pb.h"
+#include "watch_hub.hpp"
+
+namespace spand {
+
+class EstimatesService final : public v1::Estimates::Service {
+ public:
+  // `metrics` may be null (tests).
+  EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics);
+
+  grpc::Status Get(grpc::ServerContext* ctx, const v1::GetRequest* req,
+                   v1::Estimate* reply) override;
+  grpc::Status BatchGet(grpc::ServerContext* ctx, const v1::BatchGetRequest* req,
+                        v1::BatchGetResponse* reply) override;
+  grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
+                     grpc::ServerWriter<v1::WatchEvent>* writer) override;
+  grpc::Status Report(grpc::ServerContext* ctx, grpc::ServerReader<v1::ReportSample>* reader,
+                      v1::ReportSummary* reply) override;
+  grpc::Status Top(grpc::ServerContext* ctx, const v1::TopRequest* req,
+                   v1::TopResponse* reply) override;
+
+ private:
+  grpc::Status watch(grpc::ServerContext* ctx, const v1::WatchRequest& req,
+                     grpc::ServerWriter<v1::WatchEvent>& writer);
+
+  EstimatesCore& core_;
+  WatchHub& hub_;
+  Metrics* metrics_;
+};
+
+// Builds a server with the service, the standard health service and server reflection.
+// Returns nullptr with `error` set when `listen` cannot be bound; `bound_port` gets the port
+// (useful with ":0").
+std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
+                                                EstimatesService& service, int& bound_port,
+                                                std::string& error);
+
+} // namespace spand

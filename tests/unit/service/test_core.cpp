@@ -1,0 +1,361 @@
+// EstimatesCore with a fake store and clock: parsing, verdicts, cwnd_opt, limits, cache, Report.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+
+#include <cmath>
+
+#include "core.hpp"
+#include "fakes.hpp"
+
+namespace spand {
+namespace {
+
+using test::FakeClock;
+using test::FakeSink;
+using test::FakeStore;
+
+constexpr uint64_t kSecondNs = 1'000'000'000;
+
+IpAddr v4(const char* text) {
+  uint8_t b[4];
+  EXPECT_EQ(inet_pton(AF_INET, text, b), 1);
+  return IpAddr::from_v4(b);
+}
+IpAddr v6(const char* text) {
+  uint8_t b[16];
+  EXPECT_EQ(inet_pton(AF_INET6, text, b), 1);
+  return IpAddr::from_v6(b);
+}
+
+// An accumulator built sample by sample, independent of how the store sums.
+Accumulator window_of(const std::vector<uint32_t>& wc, const std::vector<uint32_t>& rtt_us,
+                      uint64_t newest_ts_ns) {
+  Accumulator a;
+  for (uint32_t w : wc) {
+    a.wc_count++;
+    a.wc_sum += w;
+    a.wc_sumsq += double(w) * w;
+  }
+  for (uint32_t r : rtt_us) {
+    a.rtt_count++;
+    a.rtt_sum_us += r;
+    a.rtt_min_us = std::min(a.rtt_min_us, r);
+  }
+  a.newest_ts_ns = newest_ts_ns;
+  return a;
+}
+
+struct CoreTest : ::testing::Test {
+  CoreTest() : clock(130 * kSecondNs) { opts.cache_ttl_ms = 0; }
+  EstimatesCore make() { return EstimatesCore(store, clock, opts, &sink, &cache_clock); }
+  FakeStore store;
+  FakeClock clock;
+  FakeClock cache_clock{1};
+  FakeSink sink;
+  CoreOptions opts;
+};
+
+v1::GetRequest req(const std::string& address) {
+  v1::GetRequest r;
+  r.set_address(address);
+  return r;
+}
+
+TEST_F(CoreTest, UnparseableAddressesAreInvalidArgument) {
+  EstimatesCore core = make();
+  for (const char* bad : {"", "hello", "1.2.3", "1.2.3.4.5", "256.1.1.1", "2001:db8::g",
+                          "1.2.3.4/", "1.2.3.4/abc", "1.2.3.4/-1", "1.2.3.4/24x", " 1.2.3.4",
+                          "1.2.3.4/24/8"}) {
+    v1::Estimate out;
+    const grpc::Status st = core.get(req(bad), out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "'" << bad << "'";
+    EXPECT_FALSE(st.error_message().empty()) << bad;
+  }
+  EXPECT_EQ(store.reads(), 0u);
+}
+
+TEST_F(CoreTest, PrefixLengthOutOfRange) {
+  EstimatesCore core = make();
+  struct Case {
+    const char* address;
+    const char* message_part;
+  };
+  for (const Case& c : {Case{"198.51.100.0/33", "out of range for IPv4"},
+                        Case{"198.51.100.0/300", "not a number"},
+                        Case{"2001:db8::/129", "out of range for IPv6"},
+                        Case{"198.51.0.0/16", "wider than the store's /24"},
+                        Case{"2001:db8::/32", "wider than the store's /48"}}) {
+    v1::Estimate out;
+    const grpc::Status st = core.get(req(c.address), out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.address;
+    EXPECT_NE(st.error_message().find(c.message_part), std::string::npos)
+        << c.address << ": " << st.error_message();
+  }
+}
+
+TEST_F(CoreTest, AddressesMapToTheConfiguredPrefix) {
+  EstimatesCore core = make();
+  for (const char* a : {"198.51.100.7", "198.51.100.0/24", "198.51.100.200/32",
+                        "198.51.100.64/26", "::ffff:198.51.100.9"}) {
+    v1::Estimate out;
+    ASSERT_TRUE(core.get(req(a), out).ok()) << a;
+    EXPECT_EQ(out.prefix(), "198.51.100.0/24") << a;
+  }
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("2001:db8:1:2::5"), out).ok());
+  EXPECT_EQ(out.prefix(), "2001:db8:1::/48");
+  ASSERT_TRUE(core.get(req("2001:db8:1:ffff::/64"), out).ok());
+  EXPECT_EQ(out.prefix(), "2001:db8:1::/48");
+}
+
+TEST_F(CoreTest, ConfiguredPrefixLengthsAreUsed) {
+  opts.prefix.v4_len = 16;
+  opts.prefix.v6_len = 32;
+  EstimatesCore core = make();
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("198.51.100.7"), out).ok());
+  EXPECT_EQ(out.prefix(), "198.51.0.0/16");
+  ASSERT_TRUE(core.get(req("198.51.0.0/16"), out).ok());
+  ASSERT_TRUE(core.get(req("2001:db8:1:2::5"), out).ok());
+  EXPECT_EQ(out.prefix(), "2001:db8::/32");
+}
+
+TEST_F(CoreTest, VerdictFollowsMinSamples) {
+  opts.min_samples = 5;
+  EstimatesCore core = make();
+  const Prefix p4 = prefix_of(v4("198.51.100.1"), opts.prefix);
+  const Prefix p5 = prefix_of(v4("203.0.113.1"), opts.prefix);
+  store.set(p4, window_of({10, 10, 10, 10}, {}, 100 * kSecondNs));
+  store.set(p5, window_of({10, 10, 10, 10, 10}, {}, 100 * kSecondNs));
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("198.51.100.1"), out).ok());
+  EXPECT_EQ(out.verdict(), v1::SLOW_START);
+  EXPECT_EQ(out.samples(), 4u);
+  ASSERT_TRUE(core.get(req("203.0.113.1"), out).ok());
+  EXPECT_EQ(out.verdict(), v1::USE_ESTIMATE);
+  EXPECT_EQ(out.samples(), 5u);
+  ASSERT_TRUE(core.get(req("192.0.2.1"), out).ok());
+  EXPECT_EQ(out.verdict(), v1::SLOW_START);
+  EXPECT_EQ(out.samples(), 0u);
+  EXPECT_EQ(core.use_estimate_count(), 1u);
+  EXPECT_EQ(core.slow_start_count(), 2u);
+}
+
+TEST_F(CoreTest, NoSamplesIsSlowStartEvenWithMinSamplesZero) {
+  opts.min_samples = 0;
+  EstimatesCore core = make();
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("192.0.2.1"), out).ok());
+  EXPECT_EQ(out.verdict(), v1::SLOW_START);
+}
+
+TEST_F(CoreTest, EstimateFields) {
+  EstimatesCore core = make();
+  // W_c 10..18 step 2: mean 14, population variance (16+4+0+4+16)/5 = 8.
+  store.set(prefix_of(v4("198.51.100.1"), opts.prefix),
+            window_of({10, 12, 14, 16, 18}, {10'000, 20'000, 30'000}, 100 * kSecondNs));
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("198.51.100.1"), out).ok());
+  EXPECT_EQ(out.samples(), 5u);
+  EXPECT_DOUBLE_EQ(out.wc_segments(), 14.0);
+  EXPECT_NEAR(out.wc_stddev(), std::sqrt(8.0), 1e-9);
+  EXPECT_EQ(out.rtt_samples(), 3u);
+  EXPECT_DOUBLE_EQ(out.rtt_ms(), 20.0);
+  EXPECT_DOUBLE_EQ(out.min_rtt_ms(), 10.0);
+  EXPECT_DOUBLE_EQ(out.age_s(), 30.0); // clock 130 s, newest sample 100 s
+  EXPECT_EQ(store.last_now_ns(), 130 * kSecondNs); // the window ends at the service clock
+}
+
+TEST_F(CoreTest, CwndOptOnlyWithTransferBytes) {
+  EstimatesCore core = make();
+  // The paper's worked example (Fig. 4): b = 1, W_c = 10, F = 11 gives m = 9, cwnd_opt = 5.
+  store.set(prefix_of(v4("198.51.100.1"), opts.prefix),
+            window_of({10, 10, 10, 10, 10}, {20'000}, 100 * kSecondNs));
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("198.51.100.1"), out).ok());
+  EXPECT_FALSE(out.has_cwnd_opt());
+  EXPECT_FALSE(out.has_pacing_rate_bps());
+
+  v1::GetRequest r = req("198.51.100.1");
+  r.set_transfer_bytes(11 * 1460); // default mss 1460: F = 11
+  ASSERT_TRUE(core.get(r, out).ok());
+  ASSERT_TRUE(out.has_cwnd_opt());
+  EXPECT_EQ(out.cwnd_opt(), 5u);
+  // 5 segments * 1460 B * 8 bit per 20 ms.
+  EXPECT_EQ(out.pacing_rate_bps(), 5u * 1460 * 8 * 50);
+
+  // One byte more is 12 segments: m = 9 (9 + 10 >= 12), Delta = floor((19 - 12) / 2) = 3.
+  r.set_transfer_bytes(11 * 1460 + 1);
+  ASSERT_TRUE(core.get(r, out).ok());
+  EXPECT_EQ(out.cwnd_opt(), 6u);
+
+  // mss and b from the request: 11 segments of 1000 B with b = 2. F_E = 2 * 45 + 21 = 111;
+  // m = 10 since 2 * 10 = 20 >= 11; Delta = floor((20 - 11) / (2 * 1)) = 4; cwnd_opt = 6.
+  r.set_transfer_bytes(11'000);
+  r.set_mss(1000);
+  r.set_acked_per_ack(2);
+  ASSERT_TRUE(core.get(r, out).ok());
+  EXPECT_EQ(out.cwnd_opt(), 6u);
+  EXPECT_EQ(out.pacing_rate_bps(), 6u * 1000 * 8 * 50);
+}
+
+TEST_F(CoreTest, CwndOptIsZeroForSlowStart) {
+  EstimatesCore core = make();
+  store.set(prefix_of(v4("198.51.100.1"), opts.prefix), window_of({10}, {20'000}, 1));
+  v1::GetRequest r = req("198.51.100.1");
+  r.set_transfer_bytes(100'000);
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(r, out).ok());
+  EXPECT_EQ(out.verdict(), v1::SLOW_START);
+  ASSERT_TRUE(out.has_cwnd_opt());
+  EXPECT_EQ(out.cwnd_opt(), 0u);
+  EXPECT_EQ(out.pacing_rate_bps(), 0u);
+}
+
+TEST_F(CoreTest, BadTransferParameters) {
+  EstimatesCore core = make();
+  v1::GetRequest r = req("198.51.100.1");
+  r.set_transfer_bytes(1000);
+  r.set_mss(0);
+  v1::Estimate out;
+  EXPECT_EQ(core.get(r, out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  r.clear_mss();
+  r.set_acked_per_ack(0);
+  EXPECT_EQ(core.get(r, out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(CoreTest, BatchLimitAndOrder) {
+  EstimatesCore core = make();
+  v1::BatchGetRequest batch;
+  for (size_t i = 0; i < kMaxBatch + 1; ++i) {
+    batch.add_requests()->set_address("10.0." + std::to_string(i % 250) + ".1");
+  }
+  v1::BatchGetResponse out;
+  grpc::Status st = core.batch_get(batch, out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("1000"), std::string::npos) << st.error_message();
+  EXPECT_EQ(store.reads(), 0u);
+
+  batch.mutable_requests()->RemoveLast();
+  ASSERT_TRUE(core.batch_get(batch, out).ok());
+  ASSERT_EQ(out.estimates_size(), int(kMaxBatch));
+  EXPECT_EQ(out.estimates(0).prefix(), "10.0.0.0/24");
+  EXPECT_EQ(out.estimates(7).prefix(), "10.0.7.0/24");
+}
+
+TEST_F(CoreTest, BatchWithOneBadAddressFailsWhole) {
+  EstimatesCore core = make();
+  v1::BatchGetRequest batch;
+  for (const char* a : {"10.0.0.1", "10.0.1.1", "10.0.2.1", "not-an-address"}) {
+    batch.add_requests()->set_address(a);
+  }
+  v1::BatchGetResponse out;
+  const grpc::Status st = core.batch_get(batch, out);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("requests[3]"), std::string::npos) << st.error_message();
+  EXPECT_EQ(out.estimates_size(), 0);
+  EXPECT_EQ(store.reads(), 0u);
+}
+
+TEST_F(CoreTest, StoreFailureIsUnavailable) {
+  EstimatesCore core = make();
+  store.set_fail(true);
+  v1::Estimate out;
+  EXPECT_EQ(core.get(req("198.51.100.1"), out).error_code(), grpc::StatusCode::UNAVAILABLE);
+  v1::TopResponse top;
+  EXPECT_EQ(core.top(v1::TopRequest{}, top).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(CoreTest, CacheServesWithinTtl) {
+  opts.cache_ttl_ms = 1000;
+  EstimatesCore core = make();
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("198.51.100.1"), out).ok());
+  ASSERT_TRUE(core.get(req("198.51.100.2"), out).ok()); // same /24
+  EXPECT_EQ(store.reads(), 1u);
+  cache_clock.advance_ms(999);
+  ASSERT_TRUE(core.get(req("198.51.100.3"), out).ok());
+  EXPECT_EQ(store.reads(), 1u);
+  cache_clock.advance_ms(1);
+  ASSERT_TRUE(core.get(req("198.51.100.3"), out).ok());
+  EXPECT_EQ(store.reads(), 2u);
+  ASSERT_TRUE(core.get(req("203.0.113.1"), out).ok()); // another prefix misses
+  EXPECT_EQ(store.reads(), 3u);
+}
+
+TEST_F(CoreTest, CacheIsBounded) {
+  opts.cache_ttl_ms = 1000;
+  opts.cache_max_entries = 32; // 2 per shard
+  EstimatesCore core = make();
+  v1::Estimate out;
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(core.get(req("10.1." + std::to_string(i) + ".1"), out).ok());
+  }
+  EXPECT_EQ(store.reads(), 200u);
+  // A bounded cache cannot hold all 200: asking again must reach the store for most of them.
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(core.get(req("10.1." + std::to_string(i) + ".1"), out).ok());
+  }
+  EXPECT_GE(store.reads(), 200u + 200u - 32u);
+}
+
+TEST_F(CoreTest, TopLimits) {
+  EstimatesCore core = make();
+  std::vector<PrefixActivity> rows;
+  for (int i = 0; i < 20; ++i) {
+    rows.push_back({prefix_of(v4(("10.2." + std::to_string(i) + ".0").c_str()), opts.prefix),
+                    uint64_t(100 - i)});
+  }
+  store.set_top(rows);
+  v1::TopResponse out;
+  ASSERT_TRUE(core.top(v1::TopRequest{}, out).ok());
+  ASSERT_EQ(out.prefixes_size(), int(kDefaultTop));
+  EXPECT_EQ(out.prefixes(0).prefix(), "10.2.0.0/24");
+  EXPECT_EQ(out.prefixes(0).samples(), 100u);
+  v1::TopRequest big;
+  big.set_limit(kMaxTop + 1);
+  EXPECT_EQ(core.top(big, out).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(CoreTest, ReportHandsAgentSamplesToTheSink) {
+  EstimatesCore core = make();
+  v1::ReportSummary summary;
+  v1::ReportSample m;
+  m.set_client_address("198.51.100.7");
+  m.set_wc_segments(12);
+  m.set_rtt_us(15'000);
+  m.set_timestamp_ns(0); // "now" in the service clock
+  EXPECT_TRUE(core.report(m, summary));
+  m.set_client_address("2001:db8::1");
+  m.clear_rtt_us();
+  m.set_timestamp_ns(99);
+  EXPECT_TRUE(core.report(m, summary));
+  m.set_client_address("nope");
+  EXPECT_FALSE(core.report(m, summary));
+  m.set_client_address("198.51.100.7");
+  m.clear_wc_segments();
+  EXPECT_FALSE(core.report(m, summary));
+
+  EXPECT_EQ(summary.accepted(), 3u);
+  EXPECT_EQ(summary.rejected(), 2u);
+  EXPECT_NE(summary.first_error().find("client_address"), std::string::npos);
+  ASSERT_EQ(sink.samples.size(), 3u);
+  EXPECT_EQ(sink.samples[0].kind, SampleKind::kWc);
+  EXPECT_EQ(sink.samples[0].value, 12u);
+  EXPECT_EQ(sink.samples[0].origin, SampleOrigin::kAgent);
+  EXPECT_EQ(sink.samples[0].client, v4("198.51.100.7"));
+  EXPECT_EQ(sink.samples[0].ts_ns, 130 * kSecondNs);
+  EXPECT_EQ(sink.samples[1].kind, SampleKind::kRtt);
+  EXPECT_EQ(sink.samples[1].value, 15'000u);
+  EXPECT_EQ(sink.samples[2].client, v6("2001:db8::1"));
+  EXPECT_EQ(sink.samples[2].ts_ns, 99u);
+}
+
+TEST_F(CoreTest, ReportWithoutSinkIsRejected) {
+  EstimatesCore core(store, clock, opts, nullptr);
+  EXPECT_FALSE(core.can_report());
+}
+
+} // namespace
+} // namespace spand

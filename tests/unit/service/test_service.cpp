@@ -1,0 +1,197 @@
+// The gRPC shell and the Watch hub, over a real in-process gRPC server on a loopback port with a
+// fake store: status codes cross the wire, health and reflection are registered, Watch pushes.
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/health_check_service_interface.h>
+
+#include <chrono>
+
+#include "fakes.hpp"
+#include "service.hpp"
+
+namespace spand {
+namespace {
+
+using test::FakeClock;
+using test::FakeSink;
+using test::FakeStore;
+
+IpAddr v4(const char* text) {
+  uint8_t b[4];
+  EXPECT_EQ(inet_pton(AF_INET, text, b), 1);
+  return IpAddr::from_v4(b);
+}
+
+Accumulator wc_window(uint64_t n, uint32_t wc) {
+  Accumulator a;
+  a.wc_count = n;
+  a.wc_sum = double(n) * wc;
+  a.wc_sumsq = double(n) * wc * wc;
+  a.newest_ts_ns = 1;
+  return a;
+}
+
+struct ServiceTest : ::testing::Test {
+  ServiceTest() {
+    opts.cache_ttl_ms = 0;
+    core = std::make_unique<EstimatesCore>(store, clock, opts, &sink);
+    hub = std::make_unique<WatchHub>(*core, 50);
+    service = std::make_unique<EstimatesService>(*core, *hub, &metrics);
+    std::string error;
+    server = start_grpc_server("127.0.0.1:0", *service, port, error);
+    EXPECT_TRUE(server) << error;
+    channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                                  grpc::InsecureChannelCredentials());
+    stub = v1::Estimates::NewStub(channel);
+  }
+  ~ServiceTest() override {
+    hub->stop();
+    server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  static std::unique_ptr<grpc::ClientContext> ctx_with_deadline(int seconds = 5) {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+    return ctx;
+  }
+
+  FakeStore store;
+  FakeClock clock{1'000'000'000};
+  FakeSink sink;
+  CoreOptions opts;
+  Metrics metrics;
+  std::unique_ptr<EstimatesCore> core;
+  std::unique_ptr<WatchHub> hub;
+  std::unique_ptr<EstimatesService> service;
+  int port = 0;
+  std::unique_ptr<grpc::Server> server;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Estimates::Stub> stub;
+};
+
+TEST_F(ServiceTest, GetAndInvalidArgumentOverTheWire) {
+  store.set(prefix_of(v4("198.51.100.1"), opts.prefix), wc_window(6, 20));
+  v1::GetRequest req;
+  req.set_address("198.51.100.77");
+  v1::Estimate out;
+  auto ctx = ctx_with_deadline();
+  ASSERT_TRUE(stub->Get(ctx.get(), req, &out).ok());
+  EXPECT_EQ(out.prefix(), "198.51.100.0/24");
+  EXPECT_EQ(out.verdict(), v1::USE_ESTIMATE);
+  EXPECT_DOUBLE_EQ(out.wc_segments(), 20.0);
+
+  for (const char* bad : {"garbage", "198.51.100.0/33", "2001:db8::/129"}) {
+    req.set_address(bad);
+    ctx = ctx_with_deadline();
+    const grpc::Status st = stub->Get(ctx.get(), req, &out);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_FALSE(st.error_message().empty());
+  }
+
+  v1::BatchGetRequest batch;
+  for (size_t i = 0; i <= kMaxBatch; ++i) batch.add_requests()->set_address("10.0.0.1");
+  v1::BatchGetResponse bout;
+  ctx = ctx_with_deadline();
+  EXPECT_EQ(stub->BatchGet(ctx.get(), batch, &bout).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServiceTest, HealthServiceAnswersServing) {
+  // grpc.health.v1.Health/Check for service "" through a generic call: no generated health stub
+  // is installed, and an empty HealthCheckRequest serializes to zero bytes.
+  grpc::GenericStub generic(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::Slice empty("", 0);
+  grpc::ByteBuffer request(&empty, 1);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                    &response, [&](grpc::Status s) {
+                      std::lock_guard lock(mu);
+                      status = s;
+                      done = true;
+                      cv.notify_one();
+                    });
+  std::unique_lock lock(mu);
+  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(5), [&] { return done; }));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const auto& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  // HealthCheckResponse{status: SERVING = 1}: field 1, varint -> 0x08 0x01.
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+}
+
+TEST_F(ServiceTest, WatchPushesNewConnectionAndUpdates) {
+  const Prefix p = prefix_of(v4("198.51.100.1"), opts.prefix);
+  store.set(p, wc_window(3, 10));
+  v1::WatchRequest req;
+  req.add_prefixes("198.51.100.1");
+  req.set_initial(true);
+  auto ctx = ctx_with_deadline(10);
+  auto reader = stub->Watch(ctx.get(), req);
+  v1::WatchEvent ev;
+  ASSERT_TRUE(reader->Read(&ev));
+  EXPECT_EQ(ev.reason(), v1::WatchEvent::INITIAL);
+  EXPECT_EQ(ev.estimate().samples(), 3u);
+
+  // Active push: a connection from another prefix is not delivered, one from ours is.
+  hub->notify_new_connection(prefix_of(v4("203.0.113.9"), opts.prefix));
+  hub->notify_new_connection(p);
+  ASSERT_TRUE(reader->Read(&ev));
+  EXPECT_EQ(ev.reason(), v1::WatchEvent::NEW_CONNECTION);
+  EXPECT_EQ(ev.estimate().prefix(), "198.51.100.0/24");
+
+  // The window changes in the store (a flush): the next refresh pushes it.
+  store.set(p, wc_window(7, 12));
+  hub->request_refresh();
+  ASSERT_TRUE(reader->Read(&ev));
+  EXPECT_EQ(ev.reason(), v1::WatchEvent::UPDATED);
+  EXPECT_EQ(ev.estimate().samples(), 7u);
+  EXPECT_EQ(ev.estimate().verdict(), v1::USE_ESTIMATE);
+  ctx->TryCancel();
+}
+
+TEST_F(ServiceTest, WatchRejectsBadPrefixes) {
+  v1::WatchRequest req;
+  auto ctx = ctx_with_deadline();
+  auto reader = stub->Watch(ctx.get(), req);
+  v1::WatchEvent ev;
+  EXPECT_FALSE(reader->Read(&ev));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  req.add_prefixes("10.0.0.0/8");
+  ctx = ctx_with_deadline();
+  reader = stub->Watch(ctx.get(), req);
+  EXPECT_FALSE(reader->Read(&ev));
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ServiceTest, ReportStream) {
+  auto ctx = ctx_with_deadline();
+  v1::ReportSummary summary;
+  auto writer = stub->Report(ctx.get(), &summary);
+  v1::ReportSample m;
+  m.set_client_address("198.51.100.5");
+  m.set_wc_segments(9);
+  m.set_source("tcp_info");
+  ASSERT_TRUE(writer->Write(m));
+  m.set_client_address("bad");
+  ASSERT_TRUE(writer->Write(m));
+  ASSERT_TRUE(writer->WritesDone());
+  ASSERT_TRUE(writer->Finish().ok());
+  EXPECT_EQ(summary.accepted(), 1u);
+  EXPECT_EQ(summary.rejected(), 1u);
+  ASSERT_EQ(sink.samples.size(), 1u);
+  EXPECT_EQ(sink.samples[0].origin, SampleOrigin::kAgent);
+}
+
+} // namespace
+} // namespace spand
