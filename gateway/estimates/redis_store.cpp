@@ -1,0 +1,301 @@
+#include "redis_store.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <random>
+
+#include "redis_schema.hpp"
+
+namespace spand {
+
+namespace {
+
+std::string random_writer_id() {
+  std::random_device rd;
+  uint64_t v = (uint64_t(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+double to_double(const RedisReply& r) { return r.str.empty() ? 0.0 : std::strtod(r.str.c_str(), nullptr); }
+
+// The read script's reply (see redis_schema.cpp) into an Accumulator.
+bool parse_window_reply(const RedisReply& r, Accumulator& out, std::string& error) {
+  if (r.is_error()) {
+    error = r.str;
+    return false;
+  }
+  if (r.type != RedisReply::Type::kArray || r.elements.size() < 10) {
+    error = "unexpected reply from the window script";
+    return false;
+  }
+  const auto& e = r.elements;
+  out = Accumulator{};
+  out.wc_count = uint64_t(to_double(e[0]));
+  out.wc_sum = to_double(e[1]);
+  out.wc_sumsq = to_double(e[2]);
+  out.rtt_count = uint64_t(to_double(e[3]));
+  out.rtt_sum_us = to_double(e[4]);
+  out.rtt_min_us = e[5].str.empty() ? UINT32_MAX : uint32_t(to_double(e[5]));
+  out.newest_ts_ns = std::strtoull(e[6].str.c_str(), nullptr, 10);
+  return true;
+}
+
+} // namespace
+
+bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out, std::string& error) {
+  out = RedisStoreOptions{};
+  out.window.window_s = opts.window_s;
+  out.window.bucket_s = opts.bucket_s;
+  if (opts.bucket_s == 0 || opts.window_s == 0) {
+    error = "bucket and window must be at least one second";
+    return false;
+  }
+  if (!opts.redis_url.empty() && !parse_redis_url(opts.redis_url, out.endpoint, out.conn.auth, error))
+    return false;
+  for (const std::string& s : opts.redis_cluster_seeds) {
+    RedisEndpoint ep;
+    if (!parse_endpoint(s, ep, error)) return false;
+    out.cluster_seeds.push_back(ep);
+  }
+  if (!opts.redis_password_file.empty() &&
+      !read_password_file(opts.redis_password_file, out.conn.auth.password, error))
+    return false;
+  return true;
+}
+
+RedisStore::RedisStore(const RedisStoreOptions& opts)
+    : opts_(opts), ttl_s_(opts.key_ttl_s ? opts.key_ttl_s : opts.window.window_s + opts.window.bucket_s),
+      writer_id_(random_writer_id()) {
+  exec_ = opts.cluster_seeds.empty() ? make_single_node_executor(opts.endpoint, opts.conn)
+                                     : make_cluster_executor(opts.cluster_seeds, opts.conn);
+  exec_->preload(&write_bucket_script());
+  exec_->preload(&read_window_script());
+  exec_->preload(&add_activity_script());
+  exec_->preload(&top_script());
+}
+
+RedisCommand RedisStore::write_command(const PendingUpdate& u) const {
+  const BucketUpdate& b = u.update;
+  const Accumulator& a = b.acc;
+  RedisCommand c;
+  c.route_key = bucket_key(b.prefix, b.bucket_start_s);
+  c.script = &write_bucket_script();
+  c.argv = evalsha_argv(*c.script, {c.route_key},
+                        {writer_id_, std::to_string(u.seq), std::to_string(a.wc_count), format_double(a.wc_sum),
+                         format_double(a.wc_sumsq), std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
+                         std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
+                         b.origin == SampleOrigin::kAgent ? "agent_n" : "gw_n",
+                         std::to_string(a.wc_count + a.rtt_count), std::to_string(ttl_s_)});
+  return c;
+}
+
+void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds, const ActivityMap& activity,
+                                          uint64_t clock_ns) {
+  const RedisScript& s = add_activity_script();
+  bool clock_sent = false;
+  std::string clock = std::to_string(clock_ns);
+  for (const auto& [bucket, per_prefix] : activity) {
+    RedisArgv args = {std::to_string(ttl_s_), clock};
+    auto flush_chunk = [&] {
+      RedisCommand c;
+      c.route_key = activity_key(bucket);
+      c.script = &s;
+      c.argv = evalsha_argv(s, {c.route_key, kClockKey}, args);
+      cmds.push_back(std::move(c));
+      clock_sent = true;
+      args = {std::to_string(ttl_s_), clock};
+    };
+    for (const auto& [prefix, samples] : per_prefix) {
+      args.push_back(prefix);
+      args.push_back(std::to_string(samples));
+      if (args.size() >= 2 + 2 * size_t(opts_.activity_chunk)) flush_chunk();
+    }
+    if (args.size() > 2) flush_chunk();
+  }
+  if (!clock_sent && clock_ns != 0) {
+    RedisCommand c;
+    c.route_key = kClockKey;
+    c.script = &s;
+    c.argv = evalsha_argv(s, {activity_key(0), kClockKey}, {std::to_string(ttl_s_), clock});
+    cmds.push_back(std::move(c));
+  }
+}
+
+bool RedisStore::write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns, std::vector<uint8_t>& applied,
+                               std::string& error) {
+  std::lock_guard lock(mu_);
+  applied.assign(updates.size(), 0);
+  std::vector<RedisCommand> cmds;
+  cmds.reserve(updates.size() + 4);
+  for (PendingUpdate& u : updates) {
+    if (u.seq == 0) u.seq = next_seq_++;
+    cmds.push_back(write_command(u));
+  }
+  uint64_t clock = std::max(clock_ns, clock_pending_ns_);
+  clock_pending_ns_ = 0;
+  // The activity of updates applied by earlier flushes rides in this flush's pipeline.
+  ActivityMap activity_sent = std::move(activity_pending_);
+  activity_pending_.clear();
+  append_activity_commands(cmds, activity_sent, clock);
+  if (cmds.empty()) return true;
+
+  std::vector<RedisResult> results;
+  exec_->execute(cmds, results);
+
+  size_t failed = 0;
+  std::string first_error;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    const RedisResult& r = results[i];
+    if (r.delivered && !r.reply.is_error()) {
+      applied[i] = 1;
+      if (r.reply.type == RedisReply::Type::kInteger && r.reply.integer == 0) {
+        ++duplicates_;
+        continue;
+      }
+      const BucketUpdate& b = updates[i].update;
+      activity_pending_[b.bucket_start_s][b.prefix.to_string()] += b.acc.wc_count + b.acc.rtt_count;
+      clock_pending_ns_ = std::max(clock_pending_ns_, b.acc.newest_ts_ns);
+    } else {
+      ++failed;
+      if (first_error.empty()) first_error = r.delivered ? r.reply.str : r.error;
+    }
+  }
+  bool activity_ok = true;
+  for (size_t i = updates.size(); i < cmds.size(); ++i)
+    if (!results[i].delivered || results[i].reply.is_error()) activity_ok = false;
+  if (!activity_ok) {
+    // Not applied (or unknown): merge back so the next flush carries it again.
+    ++activity_errors_;
+    for (auto& [bucket, per_prefix] : activity_sent)
+      for (auto& [prefix, samples] : per_prefix) activity_pending_[bucket][prefix] += samples;
+    clock_pending_ns_ = std::max(clock_pending_ns_, clock);
+  }
+  if (failed) {
+    error = std::to_string(failed) + " of " + std::to_string(updates.size()) + " updates not written: " + first_error;
+    return false;
+  }
+  if (!activity_ok) {
+    error = "activity/clock write failed";
+    return false;
+  }
+  return true;
+}
+
+bool RedisStore::write(const std::vector<BucketUpdate>& updates, std::string& error) {
+  std::vector<PendingUpdate> pending;
+  pending.reserve(updates.size());
+  for (const BucketUpdate& u : updates) pending.push_back({u, 0});
+  std::vector<uint8_t> applied;
+  return write_updates(pending, 0, applied, error);
+}
+
+bool RedisStore::read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns, std::vector<Accumulator>& out,
+                              std::vector<uint8_t>& ok, std::string& error) {
+  std::vector<uint64_t> buckets = window_buckets(now_ns, opts_.window.window_s, opts_.window.bucket_s);
+  std::vector<RedisCommand> cmds;
+  cmds.reserve(prefixes.size());
+  const RedisScript& s = read_window_script();
+  for (const Prefix& p : prefixes) {
+    RedisArgv keys;
+    for (uint64_t b : buckets) keys.push_back(bucket_key(p, b));
+    RedisCommand c;
+    c.route_key = bucket_key(p, 0);
+    c.script = &s;
+    c.argv = evalsha_argv(s, keys, {});
+    cmds.push_back(std::move(c));
+  }
+  std::vector<RedisResult> results;
+  {
+    std::lock_guard lock(mu_);
+    exec_->execute(cmds, results);
+  }
+  out.assign(prefixes.size(), Accumulator{});
+  ok.assign(prefixes.size(), 0);
+  bool all = true;
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    std::string e;
+    if (!results[i].delivered) e = results[i].error;
+    else if (parse_window_reply(results[i].reply, out[i], e)) ok[i] = 1;
+    if (!ok[i]) {
+      if (all) error = prefixes[i].to_string() + ": " + e;
+      all = false;
+    }
+  }
+  return all;
+}
+
+bool RedisStore::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out, std::string& error) {
+  std::vector<Accumulator> accs;
+  std::vector<uint8_t> ok;
+  bool r = read_windows({prefix}, now_ns, accs, ok, error);
+  if (r) out = accs[0];
+  return r;
+}
+
+bool RedisStore::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out, std::string& error) {
+  out.clear();
+  if (limit == 0) return true;
+  RedisArgv keys;
+  for (uint64_t b : window_buckets(now_ns, opts_.window.window_s, opts_.window.bucket_s)) keys.push_back(activity_key(b));
+  if (keys.empty()) return true;
+  keys.push_back(kTopScratchKey);
+  RedisCommand c;
+  c.route_key = kTopScratchKey;
+  c.script = &top_script();
+  c.argv = evalsha_argv(*c.script, keys, {std::to_string(limit)});
+  std::vector<RedisResult> results;
+  {
+    std::lock_guard lock(mu_);
+    exec_->execute({c}, results);
+  }
+  if (!results[0].delivered || results[0].reply.is_error()) {
+    error = results[0].delivered ? results[0].reply.str : results[0].error;
+    return false;
+  }
+  const auto& e = results[0].reply.elements;
+  for (size_t i = 0; i + 1 < e.size(); i += 2) {
+    PrefixActivity a;
+    if (!parse_cidr(e[i].str, a.prefix)) continue; // not written by spand
+    a.samples = uint64_t(to_double(e[i + 1]));
+    out.push_back(a);
+  }
+  return true;
+}
+
+bool RedisStore::read_clock(uint64_t& now_ns, std::string& error) {
+  RedisCommand c;
+  c.route_key = kClockKey;
+  c.argv = {"GET", kClockKey};
+  std::vector<RedisResult> results;
+  {
+    std::lock_guard lock(mu_);
+    exec_->execute({c}, results);
+  }
+  if (!results[0].delivered || results[0].reply.is_error()) {
+    error = results[0].delivered ? results[0].reply.str : results[0].error;
+    return false;
+  }
+  now_ns = results[0].reply.type == RedisReply::Type::kString ? std::strtoull(results[0].reply.str.c_str(), nullptr, 10) : 0;
+  return true;
+}
+
+uint64_t RedisStore::reconnects() const {
+  std::lock_guard lock(mu_);
+  return exec_->reconnects();
+}
+
+RedisStoreStats RedisStore::stats() const {
+  std::lock_guard lock(mu_);
+  RedisStoreStats s;
+  s.duplicates_skipped = duplicates_;
+  s.activity_errors = activity_errors_;
+  s.reconnects = exec_->reconnects();
+  s.slot_refreshes = exec_->slot_refreshes();
+  s.redirects = exec_->redirects();
+  s.nodes = exec_->node_stats();
+  return s;
+}
+
+} // namespace spand

@@ -1,0 +1,165 @@
+#include "sample_writer.hpp"
+
+namespace spand {
+
+SampleWriterOptions writer_options_from(const ControlOptions& opts) {
+  SampleWriterOptions w;
+  w.flush_interval_ms = opts.flush_interval_ms;
+  w.bucket_s = opts.bucket_s ? opts.bucket_s : 10;
+  w.backlog_max_updates = opts.backlog_max_updates;
+  w.prefix = opts.prefix;
+  return w;
+}
+
+SampleWriter::SampleWriter(UpdateSink& sink, const SampleWriterOptions& opts) : sink_(sink), opts_(opts) {
+  if (opts_.bucket_s == 0) opts_.bucket_s = 10;
+  if (opts_.background) thread_ = std::thread([this] { run(); });
+}
+
+SampleWriter::~SampleWriter() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void SampleWriter::set_flush_observer(FlushObserver f) {
+  std::lock_guard lock(mu_);
+  observer_ = std::move(f);
+}
+
+void SampleWriter::add(const Sample& s) {
+  if (s.kind == SampleKind::kNewConnection) return;
+  uint64_t sec = s.ts_ns / 1'000'000'000ULL;
+  Key k{prefix_of(s.client, opts_.prefix), sec - sec % opts_.bucket_s, s.origin};
+  pending_[k].add(s);
+  samples_added_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void SampleWriter::drop_oldest_beyond_bound(std::deque<PendingUpdate>& q) {
+  while (q.size() > opts_.backlog_max_updates) {
+    const Accumulator& a = q.front().update.acc;
+    samples_dropped_.fetch_add(a.wc_count + a.rtt_count, std::memory_order_relaxed);
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    q.pop_front();
+  }
+}
+
+void SampleWriter::hand_over(uint64_t capture_now_ns) {
+  std::lock_guard lock(mu_);
+  for (auto& [k, acc] : pending_) {
+    PendingUpdate u;
+    u.update.prefix = k.prefix;
+    u.update.bucket_start_s = k.bucket_start_s;
+    u.update.origin = k.origin;
+    u.update.acc = acc;
+    handed_.push_back(std::move(u));
+  }
+  pending_.clear();
+  // The flush thread may be stuck in a slow write: the hand-over queue is bounded too.
+  drop_oldest_beyond_bound(handed_);
+  handed_clock_ns_ = std::max(handed_clock_ns_, capture_now_ns);
+  flush_requested_ = true;
+}
+
+void SampleWriter::tick(uint64_t capture_now_ns, Clock::time_point wall_now) {
+  if (!started_) {
+    started_ = true;
+    last_handover_ = wall_now;
+    return;
+  }
+  if (wall_now - last_handover_ < std::chrono::milliseconds(opts_.flush_interval_ms)) return;
+  last_handover_ = wall_now;
+  hand_over(capture_now_ns);
+  if (opts_.background) cv_.notify_one();
+  else flush_once();
+}
+
+void SampleWriter::flush_once() {
+  uint64_t clock_ns;
+  FlushObserver observer;
+  {
+    std::lock_guard lock(mu_);
+    while (!handed_.empty()) {
+      backlog_.push_back(std::move(handed_.front()));
+      handed_.pop_front();
+    }
+    clock_ns = handed_clock_ns_;
+    handed_clock_ns_ = 0;
+    flush_requested_ = false;
+    observer = observer_;
+  }
+  drop_oldest_beyond_bound(backlog_);
+
+  std::vector<PendingUpdate> batch(std::make_move_iterator(backlog_.begin()), std::make_move_iterator(backlog_.end()));
+  backlog_.clear();
+  std::vector<uint8_t> applied;
+  std::string error;
+  auto t0 = Clock::now();
+  bool ok = sink_.write_updates(batch, clock_ns, applied, error);
+  double latency_s = std::chrono::duration<double>(Clock::now() - t0).count();
+
+  uint64_t written = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (i < applied.size() && applied[i]) ++written;
+    else backlog_.push_back(std::move(batch[i])); // keeps its seq: a retry is exactly-once
+  }
+  written_.fetch_add(written, std::memory_order_relaxed);
+  backlog_gauge_.store(backlog_.size(), std::memory_order_relaxed);
+  if (!batch.empty()) {
+    flushes_.fetch_add(1, std::memory_order_relaxed);
+    if (!ok) flush_errors_.fetch_add(1, std::memory_order_relaxed);
+    last_latency_s_.store(latency_s, std::memory_order_relaxed);
+    if (observer) observer(latency_s, ok);
+  }
+  {
+    std::lock_guard lock(mu_);
+    ++flush_generation_;
+    flushing_ = false;
+  }
+  cv_.notify_all();
+}
+
+void SampleWriter::run() {
+  std::unique_lock lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return stop_ || flush_requested_; });
+    if (stop_) return;
+    flushing_ = true;
+    lock.unlock();
+    flush_once();
+    lock.lock();
+  }
+}
+
+bool SampleWriter::finish(std::chrono::milliseconds max_wait) {
+  hand_over(0);
+  if (!opts_.background) {
+    flush_once();
+    return backlog_.empty();
+  }
+  std::unique_lock lock(mu_);
+  // A flush already running took its batch before this hand-over: wait for the one after it.
+  uint64_t target = flush_generation_ + (flushing_ ? 2 : 1);
+  cv_.notify_all();
+  cv_.wait_for(lock, max_wait, [&] { return flush_generation_ >= target; });
+  return flush_generation_ >= target && backlog_gauge_.load() == 0 && handed_.empty();
+}
+
+WriterStats SampleWriter::stats() const {
+  WriterStats s;
+  s.samples_added = samples_added_.load(std::memory_order_relaxed);
+  s.flushes_total = flushes_.load(std::memory_order_relaxed);
+  s.flush_errors_total = flush_errors_.load(std::memory_order_relaxed);
+  s.updates_written_total = written_.load(std::memory_order_relaxed);
+  s.backlog_updates = backlog_gauge_.load(std::memory_order_relaxed);
+  s.backlog_dropped_total = dropped_.load(std::memory_order_relaxed);
+  s.samples_dropped_total = samples_dropped_.load(std::memory_order_relaxed);
+  s.redis_reconnects_total = sink_.reconnects();
+  s.last_flush_latency_s = last_latency_s_.load(std::memory_order_relaxed);
+  return s;
+}
+
+} // namespace spand

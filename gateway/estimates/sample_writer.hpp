@@ -1,0 +1,115 @@
+// The gateway's Redis writer, driven by the control plane: add() accumulates samples per
+// (prefix, bucket, origin) in memory; tick() hands them, every flush_interval_ms of wall time, to
+// a flush thread that writes them in one pipelined batch. Failed updates stay in a bounded
+// backlog (oldest dropped first, counted) and are retried on the next flush; reconnect backoff
+// lives in the Redis executor. add() and tick() never wait for Redis.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "control_plane.hpp"
+#include "redis_store.hpp"
+
+namespace spand {
+
+struct SampleWriterOptions {
+  uint32_t flush_interval_ms = 1000;
+  uint32_t bucket_s = 10;
+  uint32_t backlog_max_updates = 1'000'000;
+  PrefixConfig prefix;
+  // false: tick() flushes inline on the caller's thread (tests); true: a flush thread does.
+  bool background = true;
+};
+
+SampleWriterOptions writer_options_from(const ControlOptions& opts);
+
+struct WriterStats {
+  uint64_t samples_added = 0;
+  uint64_t flushes_total = 0;         // flushes that sent at least one update
+  uint64_t flush_errors_total = 0;    // flushes where some update was not written
+  uint64_t updates_written_total = 0;
+  uint64_t backlog_updates = 0;       // gauge: updates waiting for a successful write
+  uint64_t backlog_dropped_total = 0; // updates dropped because the backlog was full
+  uint64_t samples_dropped_total = 0; // samples inside those updates
+  uint64_t redis_reconnects_total = 0;
+  double last_flush_latency_s = 0;
+};
+
+class SampleWriter {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // Called on the flush thread after each flush with its latency and outcome (for a histogram).
+  using FlushObserver = std::function<void(double latency_s, bool ok)>;
+
+  SampleWriter(UpdateSink& sink, const SampleWriterOptions& opts);
+  ~SampleWriter(); // stops the flush thread; pending samples not yet flushed are lost (see finish)
+
+  // Control thread. kNewConnection samples are ignored.
+  void add(const Sample& s);
+  // Control thread, often. Bucket assignment uses capture time (the samples' ts_ns); the flush
+  // cadence uses wall time.
+  void tick(uint64_t capture_now_ns, Clock::time_point wall_now);
+  // Hands everything over and waits (at most max_wait) until a flush has tried it. True if the
+  // backlog is empty afterwards.
+  bool finish(std::chrono::milliseconds max_wait);
+
+  void set_flush_observer(FlushObserver f);
+  WriterStats stats() const;
+  size_t pending_keys() const { return pending_.size(); }
+
+ private:
+  struct Key {
+    Prefix prefix;
+    uint64_t bucket_start_s;
+    SampleOrigin origin;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept {
+      return PrefixHash{}(k.prefix) * 31 + std::hash<uint64_t>{}(k.bucket_start_s) * 7 + size_t(k.origin);
+    }
+  };
+
+  void hand_over(uint64_t capture_now_ns);
+  void flush_once(); // flush thread (or inline): backlog + handed-over updates -> sink
+  void run();
+  void drop_oldest_beyond_bound(std::deque<PendingUpdate>& q);
+
+  UpdateSink& sink_;
+  SampleWriterOptions opts_;
+  FlushObserver observer_;
+
+  // Control thread only.
+  std::unordered_map<Key, Accumulator, KeyHash> pending_;
+  Clock::time_point last_handover_{};
+  bool started_ = false;
+
+  // Shared with the flush thread.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<PendingUpdate> handed_;
+  uint64_t handed_clock_ns_ = 0;
+  bool flush_requested_ = false;
+  bool stop_ = false;
+  bool flushing_ = false;
+  uint64_t flush_generation_ = 0; // completed flushes, for finish()
+
+  // Flush thread only.
+  std::deque<PendingUpdate> backlog_;
+
+  std::atomic<uint64_t> samples_added_{0}, flushes_{0}, flush_errors_{0}, written_{0}, backlog_gauge_{0},
+      dropped_{0}, samples_dropped_{0};
+  std::atomic<double> last_latency_s_{0};
+  std::thread thread_;
+};
+
+} // namespace spand

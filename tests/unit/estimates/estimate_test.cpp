@@ -1,0 +1,96 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "estimate.hpp"
+
+namespace spand {
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000ULL;
+
+Sample wc(uint32_t v, uint64_t ts_ns) {
+  Sample s;
+  s.kind = SampleKind::kWc;
+  s.value = v;
+  s.ts_ns = ts_ns;
+  return s;
+}
+
+Sample rtt(uint32_t us, uint64_t ts_ns) {
+  Sample s;
+  s.kind = SampleKind::kRtt;
+  s.value = us;
+  s.ts_ns = ts_ns;
+  return s;
+}
+
+TEST(Estimate, MeanStddevRttAgeAgainstDirectComputation) {
+  const std::vector<uint32_t> wcs = {10, 12, 7, 30, 11, 9, 14};
+  const std::vector<uint32_t> rtts_us = {20'000, 25'500, 18'250};
+  Accumulator acc;
+  for (size_t i = 0; i < wcs.size(); ++i) acc.add(wc(wcs[i], 100 * kSec + i * kSec));
+  for (size_t i = 0; i < rtts_us.size(); ++i) acc.add(rtt(rtts_us[i], 101 * kSec + i * kSec));
+  // Two-pass mean and sample variance over the raw values, independent of the sums.
+  double mean = 0;
+  for (uint32_t v : wcs) mean += v;
+  mean /= double(wcs.size());
+  double ss = 0;
+  for (uint32_t v : wcs) ss += (v - mean) * (v - mean);
+  double stddev = std::sqrt(ss / double(wcs.size() - 1));
+
+  Estimate e = compute_estimate(acc, 110 * kSec, 5);
+  EXPECT_EQ(e.samples, 7u);
+  EXPECT_EQ(e.rtt_samples, 3u);
+  EXPECT_NEAR(e.wc_segments, mean, 1e-12);
+  EXPECT_NEAR(e.wc_stddev, stddev, 1e-9);
+  EXPECT_NEAR(e.rtt_ms, (20.0 + 25.5 + 18.25) / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(e.min_rtt_ms, 18.25);
+  EXPECT_DOUBLE_EQ(e.age_s, 4.0); // newest sample: W_c at 106 s; now 110 s
+  EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
+  EXPECT_DOUBLE_EQ(e.decay_factor, 1.0);
+}
+
+TEST(Estimate, VerdictThreshold) {
+  Accumulator acc;
+  for (int i = 0; i < 4; ++i) acc.add(wc(10, kSec));
+  EXPECT_EQ(compute_estimate(acc, 2 * kSec).verdict, Verdict::kSlowStart); // default 5
+  acc.add(wc(10, kSec));
+  EXPECT_EQ(compute_estimate(acc, 2 * kSec).verdict, Verdict::kUseEstimate);
+  EXPECT_EQ(compute_estimate(acc, 2 * kSec, 6).verdict, Verdict::kSlowStart);
+  // RTT samples alone never give an estimate.
+  Accumulator only_rtt;
+  for (int i = 0; i < 50; ++i) only_rtt.add(rtt(1000, kSec));
+  EXPECT_EQ(compute_estimate(only_rtt, 2 * kSec, 0).verdict, Verdict::kSlowStart);
+  Estimate empty = compute_estimate(Accumulator{}, 2 * kSec);
+  EXPECT_EQ(empty.samples, 0u);
+  EXPECT_EQ(empty.min_rtt_ms, 0.0);
+  EXPECT_EQ(empty.age_s, 0.0);
+  EXPECT_STREQ(verdict_name(empty.verdict), "SLOW_START");
+}
+
+TEST(Estimate, DecayIsOffByDefaultAndHalvesPerHalfLife) {
+  Accumulator acc;
+  for (int i = 0; i < 10; ++i) acc.add(wc(50, 100 * kSec));
+  // 100 s old: no decay by default.
+  EXPECT_DOUBLE_EQ(compute_estimate(acc, 200 * kSec).wc_segments, 50.0);
+  DecayOptions d;
+  d.half_life_s = 30;
+  d.grace_s = 40;
+  d.floor_segments = 10;
+  // age 100, grace 40: 60 s of decay = two half-lives; 10 + 40 / 4 = 20.
+  Estimate e = compute_estimate(acc, 200 * kSec, 5, d);
+  EXPECT_NEAR(e.wc_segments, 20.0, 1e-12);
+  EXPECT_NEAR(e.decay_factor, 0.25, 1e-12);
+  EXPECT_EQ(e.samples, 10u);
+  EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
+  // Inside the grace period: unchanged. A mean below the floor is never raised.
+  EXPECT_DOUBLE_EQ(compute_estimate(acc, 130 * kSec, 5, d).wc_segments, 50.0);
+  Accumulator small;
+  for (int i = 0; i < 10; ++i) small.add(wc(4, 100 * kSec));
+  EXPECT_DOUBLE_EQ(compute_estimate(small, 300 * kSec, 5, d).wc_segments, 4.0);
+}
+
+} // namespace
+} // namespace spand

@@ -1,0 +1,197 @@
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+
+#include <map>
+
+#include "sample_writer.hpp"
+
+namespace spand {
+namespace {
+
+constexpr uint64_t kSec = 1'000'000'000ULL;
+using Wall = SampleWriter::Clock;
+
+IpAddr v4(const char* a) {
+  uint8_t raw[4];
+  inet_pton(AF_INET, a, raw);
+  return IpAddr::from_v4(raw);
+}
+
+Sample make(SampleKind kind, const char* client, uint32_t value, uint64_t ts_ns,
+            SampleOrigin origin = SampleOrigin::kGateway) {
+  Sample s;
+  s.kind = kind;
+  s.client = v4(client);
+  s.value = value;
+  s.ts_ns = ts_ns;
+  s.origin = origin;
+  return s;
+}
+
+// Records what it is given; fails every update while `down`, or the ones matching `fail_prefix`.
+class FakeSink : public UpdateSink {
+ public:
+  bool write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns, std::vector<uint8_t>& applied,
+                     std::string& error) override {
+    ++calls;
+    last_clock_ns = clock_ns;
+    applied.assign(updates.size(), 0);
+    bool all = true;
+    for (size_t i = 0; i < updates.size(); ++i) {
+      if (updates[i].seq == 0) updates[i].seq = next_seq++;
+      bool fail = down || (!fail_prefix.empty() && updates[i].update.prefix.to_string() == fail_prefix);
+      if (fail) {
+        all = false;
+        continue;
+      }
+      applied[i] = 1;
+      written.push_back(updates[i]);
+    }
+    if (!all) error = "fake failure";
+    return all;
+  }
+  uint64_t reconnects() const override { return 7; }
+
+  bool down = false;
+  std::string fail_prefix;
+  int calls = 0;
+  uint64_t last_clock_ns = 0;
+  uint64_t next_seq = 1;
+  std::vector<PendingUpdate> written;
+};
+
+SampleWriterOptions sync_opts(uint32_t backlog_max = 1000) {
+  SampleWriterOptions o;
+  o.background = false;
+  o.flush_interval_ms = 1000;
+  o.bucket_s = 10;
+  o.backlog_max_updates = backlog_max;
+  return o;
+}
+
+TEST(SampleWriter, AccumulatesPerPrefixBucketAndOriginByCaptureTime) {
+  FakeSink sink;
+  SampleWriter w(sink, sync_opts());
+  Wall::time_point t0{};
+  w.tick(0, t0);
+  w.add(make(SampleKind::kWc, "198.51.100.1", 10, 101 * kSec));
+  w.add(make(SampleKind::kWc, "198.51.100.200", 20, 109 * kSec));   // same /24, same bucket
+  w.add(make(SampleKind::kRtt, "198.51.100.9", 5000, 109 * kSec + 5));
+  w.add(make(SampleKind::kWc, "198.51.100.1", 30, 110 * kSec));     // next bucket
+  w.add(make(SampleKind::kWc, "203.0.113.5", 40, 101 * kSec));      // other prefix
+  w.add(make(SampleKind::kWc, "198.51.100.1", 50, 102 * kSec, SampleOrigin::kAgent));
+  w.add(make(SampleKind::kNewConnection, "198.51.100.1", 0, 103 * kSec)); // ignored
+  EXPECT_EQ(w.pending_keys(), 4u);
+
+  // Not yet a flush interval of wall time: nothing is written, whatever the capture time says.
+  w.tick(500 * kSec, t0 + std::chrono::milliseconds(999));
+  EXPECT_EQ(sink.calls, 0);
+  w.tick(500 * kSec, t0 + std::chrono::milliseconds(1000));
+  ASSERT_EQ(sink.calls, 1);
+  EXPECT_EQ(sink.last_clock_ns, 500 * kSec);
+  ASSERT_EQ(sink.written.size(), 4u);
+
+  std::map<std::string, Accumulator> by_key;
+  for (const PendingUpdate& u : sink.written) {
+    std::string k = u.update.prefix.to_string() + "@" + std::to_string(u.update.bucket_start_s) +
+                    (u.update.origin == SampleOrigin::kAgent ? "/agent" : "/gw");
+    by_key[k] = u.update.acc;
+  }
+  const Accumulator& a = by_key.at("198.51.100.0/24@100/gw");
+  EXPECT_EQ(a.wc_count, 2u);
+  EXPECT_EQ(a.wc_sum, 30.0);
+  EXPECT_EQ(a.wc_sumsq, 100.0 + 400.0);
+  EXPECT_EQ(a.rtt_count, 1u);
+  EXPECT_EQ(a.rtt_min_us, 5000u);
+  EXPECT_EQ(a.newest_ts_ns, 109 * kSec + 5);
+  EXPECT_EQ(by_key.at("198.51.100.0/24@110/gw").wc_sum, 30.0);
+  EXPECT_EQ(by_key.at("203.0.113.0/24@100/gw").wc_sum, 40.0);
+  EXPECT_EQ(by_key.at("198.51.100.0/24@100/agent").wc_sum, 50.0);
+
+  WriterStats s = w.stats();
+  EXPECT_EQ(s.samples_added, 6u);
+  EXPECT_EQ(s.flushes_total, 1u);
+  EXPECT_EQ(s.updates_written_total, 4u);
+  EXPECT_EQ(s.backlog_updates, 0u);
+  EXPECT_EQ(s.redis_reconnects_total, 7u);
+}
+
+TEST(SampleWriter, BacklogKeepsFailedUpdatesWithTheirSeqAndIsBounded) {
+  FakeSink sink;
+  SampleWriter w(sink, sync_opts(5));
+  Wall::time_point t{};
+  w.tick(0, t);
+  sink.down = true;
+  // Three flushes of 3 distinct prefixes each while the sink is down: 9 updates, bound 5.
+  for (int f = 0; f < 3; ++f) {
+    for (int p = 0; p < 3; ++p) {
+      std::string addr = "10." + std::to_string(f) + "." + std::to_string(p) + ".1";
+      w.add(make(SampleKind::kWc, addr.c_str(), 10, 100 * kSec));
+      w.add(make(SampleKind::kRtt, addr.c_str(), 900, 100 * kSec));
+    }
+    t += std::chrono::seconds(1);
+    w.tick(100 * kSec, t);
+  }
+  WriterStats s = w.stats();
+  EXPECT_EQ(s.flushes_total, 3u);
+  EXPECT_EQ(s.flush_errors_total, 3u);
+  EXPECT_EQ(s.backlog_updates, 5u);
+  EXPECT_EQ(s.backlog_dropped_total, 4u);
+  EXPECT_EQ(s.samples_dropped_total, 8u); // 2 samples in each dropped update
+  EXPECT_TRUE(sink.written.empty());
+
+  sink.down = false;
+  t += std::chrono::seconds(1);
+  w.tick(100 * kSec, t);
+  s = w.stats();
+  EXPECT_EQ(s.backlog_updates, 0u);
+  EXPECT_EQ(s.updates_written_total, 5u);
+  ASSERT_EQ(sink.written.size(), 5u);
+  // Flush 0 assigned seqs 1..3, flush 1 4..6, flush 2 7..9 (assigned on the first try and kept
+  // across retries). The oldest were dropped: 1..3 and 4, leaving 5..9 in order.
+  int from_flush1 = 0, from_flush2 = 0;
+  for (size_t i = 0; i < sink.written.size(); ++i) {
+    EXPECT_EQ(sink.written[i].seq, 5 + i);
+    const std::string p = sink.written[i].update.prefix.to_string();
+    from_flush1 += p.rfind("10.1.", 0) == 0;
+    from_flush2 += p.rfind("10.2.", 0) == 0;
+  }
+  EXPECT_EQ(from_flush1, 2);
+  EXPECT_EQ(from_flush2, 3);
+}
+
+TEST(SampleWriter, PartialFailureKeepsOnlyTheFailedUpdates) {
+  FakeSink sink;
+  SampleWriter w(sink, sync_opts());
+  Wall::time_point t{};
+  w.tick(0, t);
+  sink.fail_prefix = "192.0.2.0/24";
+  w.add(make(SampleKind::kWc, "192.0.2.1", 10, 100 * kSec));
+  w.add(make(SampleKind::kWc, "198.51.100.1", 10, 100 * kSec));
+  t += std::chrono::seconds(1);
+  w.tick(100 * kSec, t);
+  EXPECT_EQ(w.stats().backlog_updates, 1u);
+  EXPECT_EQ(sink.written.size(), 1u);
+  sink.fail_prefix.clear();
+  t += std::chrono::seconds(1);
+  w.tick(100 * kSec, t);
+  EXPECT_EQ(w.stats().backlog_updates, 0u);
+  ASSERT_EQ(sink.written.size(), 2u);
+  EXPECT_EQ(sink.written[1].update.prefix.to_string(), "192.0.2.0/24");
+  EXPECT_EQ(w.stats().updates_written_total, 2u);
+}
+
+TEST(SampleWriter, BackgroundFlushAndFinish) {
+  FakeSink sink;
+  SampleWriterOptions o = sync_opts();
+  o.background = true;
+  SampleWriter w(sink, o);
+  w.add(make(SampleKind::kWc, "192.0.2.1", 10, 100 * kSec));
+  EXPECT_TRUE(w.finish(std::chrono::seconds(5)));
+  EXPECT_EQ(sink.written.size(), 1u);
+  EXPECT_EQ(w.stats().updates_written_total, 1u);
+}
+
+} // namespace
+} // namespace spand

@@ -1,0 +1,86 @@
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+
+#include "redis_schema.hpp"
+
+namespace spand {
+namespace {
+
+Prefix v4_prefix(const char* addr, uint8_t len) {
+  uint8_t raw[4];
+  inet_pton(AF_INET, addr, raw);
+  return prefix_with_len(IpAddr::from_v4(raw), len);
+}
+
+TEST(Schema, KeysShareThePrefixHashTag) {
+  Prefix p = v4_prefix("198.51.100.77", 24);
+  EXPECT_EQ(bucket_key(p, 1700000010), "spand:{198.51.100.0/24}:b:1700000010");
+  EXPECT_EQ(activity_key(1700000010), "spand:{g}:act:1700000010");
+  EXPECT_EQ(std::string(kClockKey), "spand:{g}:clock");
+}
+
+TEST(Schema, WindowBucketsCoverTheWindowEndingNow) {
+  // now = 1000.5 s, S = 300, bucket 10: buckets 1000, 990, ..., 710 (30 of them).
+  auto b = window_buckets(1'000'500'000'000ULL, 300, 10);
+  ASSERT_EQ(b.size(), 30u);
+  EXPECT_EQ(b.front(), 1000u);
+  EXPECT_EQ(b.back(), 710u);
+  // A window that is not a multiple of the bucket rounds up to whole buckets.
+  EXPECT_EQ(window_buckets(1'000'000'000'000ULL, 25, 10).size(), 3u);
+  // Near time zero there are fewer buckets, never a wrap-around.
+  auto early = window_buckets(15'000'000'000ULL, 300, 10);
+  ASSERT_EQ(early.size(), 2u);
+  EXPECT_EQ(early[1], 0u);
+}
+
+TEST(Schema, NoSampleOlderThanTheWindowIsInside) {
+  // For every sample age from 0 to 2S in 0.5 s steps and several "now" phases inside a bucket:
+  // age >= S is never included; age < S - bucket_s is always included.
+  const uint32_t window_s = 300, bucket_s = 10;
+  for (uint64_t now_ms : {1'000'000ULL, 1'004'999ULL, 1'009'999ULL}) {
+    uint64_t now_ns = now_ms * 1'000'000ULL;
+    auto buckets = window_buckets(now_ns, window_s, bucket_s);
+    for (uint64_t age_ms = 0; age_ms <= 2 * window_s * 1000; age_ms += 500) {
+      uint64_t ts_ns = now_ns - age_ms * 1'000'000ULL;
+      uint64_t b = bucket_start_of(ts_ns, bucket_s);
+      bool inside = std::find(buckets.begin(), buckets.end(), b) != buckets.end();
+      if (age_ms >= window_s * 1000ULL) {
+        EXPECT_FALSE(inside) << now_ms << " " << age_ms;
+      }
+      if (age_ms < (window_s - bucket_s) * 1000ULL) {
+        EXPECT_TRUE(inside) << now_ms << " " << age_ms;
+      }
+    }
+  }
+}
+
+TEST(Schema, ParseCidr) {
+  Prefix p;
+  ASSERT_TRUE(parse_cidr("198.51.100.0/24", p));
+  EXPECT_EQ(p, v4_prefix("198.51.100.0", 24));
+  ASSERT_TRUE(parse_cidr("2001:db8:1::/48", p));
+  EXPECT_EQ(p.to_string(), "2001:db8:1::/48");
+  EXPECT_FALSE(parse_cidr("198.51.100.7/24", p)); // host bits set
+  EXPECT_FALSE(parse_cidr("198.51.100.0/33", p));
+  EXPECT_FALSE(parse_cidr("198.51.100.0", p));
+  EXPECT_FALSE(parse_cidr("nonsense/8", p));
+  EXPECT_FALSE(parse_cidr("10.0.0.0/", p));
+}
+
+TEST(Schema, FormatDoubleRoundTrips) {
+  for (double v : {0.0, 1.0, 123456789.0, 0.1, 1e-9, 9007199254740991.0, 2.5e11}) {
+    EXPECT_EQ(std::strtod(format_double(v).c_str(), nullptr), v);
+  }
+  EXPECT_EQ(format_double(42), "42");
+}
+
+TEST(Schema, ScriptsHaveTheirSha) {
+  for (const RedisScript* s : {&write_bucket_script(), &read_window_script(), &add_activity_script(), &top_script()}) {
+    EXPECT_EQ(s->sha1.size(), 40u);
+    EXPECT_EQ(s->sha1, script_sha1(s->source));
+  }
+}
+
+} // namespace
+} // namespace spand
