@@ -35,8 +35,14 @@ class Collector {
 
   // Pops everything the worker's rings hold. Called from the control thread only.
   void drain(Worker& w);
+  void flush();
+  void set_elapsed(double seconds) { elapsed_s_ = seconds; }
   // Extra consumer of every sample (the Redis writer hooks in here). Optional.
   void set_sample_hook(std::function<void(const Sample&)> hook) { hook_ = std::move(hook); }
+  // Called after every drain with the newest capture time and every worker drained so far (the
+  // control plane's flush and metrics cadence).
+  using TickHook = std::function<void(uint64_t capture_now_ns, const std::vector<const Worker*>&)>;
+  void set_tick_hook(TickHook hook) { tick_hook_ = std::move(hook); }
 
   void print_summary(FILE* out, const std::vector<const Worker*>& workers) const;
   void print_prefix_summary(FILE* out) const;
@@ -55,6 +61,10 @@ class Collector {
   uint64_t rtt_samples_ = 0;
   std::unordered_map<Prefix, Accumulator, PrefixHash> prefixes_;
   std::function<void(const Sample&)> hook_;
+  double elapsed_s_ = 0;
+  TickHook tick_hook_;
+  std::vector<const Worker*> seen_workers_;
+  uint64_t capture_now_ns_ = 0;
 };
 
 } // namespace spand

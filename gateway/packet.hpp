@@ -93,6 +93,7 @@ struct ParsedPacket {
   uint16_t vlan_outer = 0;   // 0 = untagged; outer 802.1Q/802.1ad VID
   uint16_t vlan_inner = 0;   // inner VID for QinQ
   uint8_t ip_version = 0;    // 4 or 6
+  uint16_t ip_id = 0;        // IPv4 identification field (0 for IPv6): tells a capture copy from a resend
   IpAddr src;
   IpAddr dst;
   uint16_t sport = 0;

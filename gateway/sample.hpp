@@ -21,10 +21,11 @@ enum class WcReason : uint8_t {
 // Where an RTT sample came from.
 enum class RttSource : uint8_t {
   kNone = 0,
-  kSynToSynAck = 1, // measured at the monitor: SYN to SYN-ACK (server-side leg)
-  kSynAckToAck = 2, // SYN-ACK to the client's ACK (client-side leg)
-  kDataToAck = 3,   // Karn: data segment not retransmitted to the ACK covering it
-  kTimestamp = 4    // TSval first seen to the TSecr echoing it
+  // SYN to the ACK of the SYN-ACK at the monitor: both legs (SYN to SYN-ACK, SYN-ACK to ACK),
+  // so one full round trip wherever the monitor sits. The legs are in the flow record.
+  kHandshake = 1,
+  kDataToAck = 2,   // Karn: data segment not retransmitted to the ACK covering it
+  kTimestamp = 3    // TSval first seen to the TSecr echoing it
 };
 
 // Who produced the sample: the gateway from capture, or an agent from TCP_INFO.

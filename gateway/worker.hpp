@@ -11,6 +11,7 @@
 #include "packet.hpp"
 #include "ring.hpp"
 #include "sample.hpp"
+#include "tracker.hpp"
 
 namespace spand {
 
@@ -20,7 +21,7 @@ struct WorkerConfig {
   uint32_t idle_timeout_s = 300;        // established connection with no packet
   uint32_t closing_timeout_ms = 10'000; // after FIN/RST
   uint32_t ring_capacity = 1 << 16;     // samples and flow records in flight to the control side
-  bool emit_rtt_samples = true;
+  TrackerConfig tracker;
 };
 
 // Counters owned by the worker; read by the control side without locks (monotonic integers).
@@ -38,10 +39,11 @@ struct WorkerCounters {
   uint64_t ring_full_samples = 0; // samples lost because the control side lagged
   uint64_t ring_full_flows = 0;   // flow records lost for the same reason
   uint64_t active_flows = 0;
+  uint64_t orphan_resets = 0;   // RST for a connection not in the table (not tracked)
 };
 
 class FlowTable;
-class Tracker;
+struct Flow;
 
 class Worker {
  public:
@@ -61,7 +63,10 @@ class Worker {
   SpscRing<Sample>& samples() { return *samples_; }
   SpscRing<FlowRecord>& flows() { return *flows_; }
   const WorkerCounters& counters() const { return counters_; }
+  uint64_t now_ns() const { return now_ns_; } // newest capture time seen
+  // State per tracked connection (one Flow), and the whole table's preallocated footprint.
   static size_t bytes_per_flow();
+  size_t table_bytes() const;
 
  private:
   WorkerConfig cfg_;
@@ -71,6 +76,10 @@ class Worker {
   std::unique_ptr<FlowTable> table_;
   std::unique_ptr<Tracker> tracker_;
   ParsedPacket scratch_;
+  uint64_t now_ns_ = 0; // newest capture time seen: the worker's clock
+
+  bool expired(const Flow& f) const;
+  CloseReason expiry_reason(const Flow& f) const;
 };
 
 } // namespace spand

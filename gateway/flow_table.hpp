@@ -1,0 +1,105 @@
+// Per-worker connection table: open addressing with linear probing over a preallocated slot
+// array, a 32-bit tag array probed first (cache friendly), backward-shift deletion (no
+// tombstones). Never allocates after construction; one owner thread, no locks.
+//
+// Full-table policy: the table refuses to grow past `capacity` live flows. A new connection then
+// evicts the least recently seen flow among the first kEvictWindow occupied slots of its probe
+// sequence, preferring a SYN-only (half-open) flow; the caller finalizes the evicted flow
+// (close reason "evicted") before it is overwritten, and counts it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "flow.hpp"
+
+namespace spand {
+
+class FlowTable {
+ public:
+  static constexpr uint32_t kEvictWindow = 8;
+
+  explicit FlowTable(uint32_t capacity);
+
+  uint32_t capacity() const { return capacity_; }
+  uint32_t size() const { return size_; }
+  uint32_t slots() const { return slots_; }
+  size_t memory_bytes() const { return size_t(slots_) * (sizeof(Flow) + sizeof(uint32_t)); }
+
+  Flow* find(const FlowKey& key, uint32_t hash) {
+    const uint32_t tag = tag_of(hash);
+    for (uint32_t i = home(tag);; i = next(i)) {
+      const uint32_t t = tags_[i];
+      if (t == kEmpty) return nullptr;
+      if (t == tag && flows_[i].key == key) return &flows_[i];
+    }
+  }
+
+  // Inserts a new, zeroed flow for `key` (not present). When full, `on_evict(Flow&)` is called on
+  // the victim before it is removed. Returns the new flow (never null: capacity >= 1).
+  template <typename OnEvict>
+  Flow* insert(const FlowKey& key, uint32_t hash, OnEvict&& on_evict) {
+    if (size_ >= capacity_) {
+      uint32_t victim = pick_victim(hash);
+      on_evict(flows_[victim]);
+      erase_slot(victim);
+    }
+    const uint32_t tag = tag_of(hash);
+    uint32_t i = home(tag);
+    while (tags_[i] != kEmpty) i = next(i);
+    tags_[i] = tag;
+    flows_[i] = Flow{};
+    flows_[i].key = key;
+    ++size_;
+    return &flows_[i];
+  }
+
+  // Removes a flow returned by find()/insert(). Pointers to other flows may move.
+  void erase(Flow* f) { erase_slot(static_cast<uint32_t>(f - flows_.get())); }
+
+  // Visits up to `budget` slots from a rotating cursor; `fn(Flow&)` returns true to erase it.
+  // Spreads timeout scanning over packets instead of a stop-the-world sweep.
+  template <typename Fn>
+  void sweep(uint32_t budget, Fn&& fn) {
+    while (budget-- > 0) {
+      const uint32_t i = cursor_;
+      if (tags_[i] != kEmpty && fn(flows_[i])) {
+        erase_slot(i); // a later flow may shift into slot i: look at i again
+        continue;
+      }
+      cursor_ = next(cursor_);
+    }
+  }
+
+  // Visits every live flow; `fn(Flow&)` returns true to erase it.
+  template <typename Fn>
+  void for_each_erase(Fn&& fn) {
+    for (uint32_t i = 0; i < slots_;) {
+      if (tags_[i] != kEmpty && fn(flows_[i])) {
+        erase_slot(i);
+        continue;
+      }
+      ++i;
+    }
+  }
+
+ private:
+  static constexpr uint32_t kEmpty = 0;
+  static uint32_t tag_of(uint32_t hash) { return hash | 1u; } // never kEmpty
+  // Home slot of a tag (Lemire's multiply-shift range reduction: any slot count works). Tags
+  // keep the hash, so deletion never rehashes keys.
+  uint32_t home(uint32_t tag) const { return uint32_t((uint64_t(tag) * slots_) >> 32); }
+  uint32_t next(uint32_t i) const { return i + 1 == slots_ ? 0 : i + 1; }
+  uint32_t pick_victim(uint32_t hash) const;
+  void erase_slot(uint32_t i);
+
+  uint32_t capacity_;
+  uint32_t slots_;
+  uint32_t size_ = 0;
+  uint32_t cursor_ = 0;
+  std::unique_ptr<uint32_t[]> tags_;
+  std::unique_ptr<Flow[]> flows_;
+};
+
+} // namespace spand

@@ -1,0 +1,109 @@
+#include "prefix.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+
+namespace spand {
+
+Prefix prefix_with_len(const IpAddr& addr, uint8_t len) {
+  Prefix p;
+  p.net = addr;
+  const bool v4 = addr.is_v4();
+  const unsigned max_len = v4 ? 32 : 128;
+  p.len = uint8_t(std::min<unsigned>(len, max_len));
+  const unsigned keep_bits = (v4 ? 96 : 0) + p.len; // bits of the 128-bit form to keep
+  for (unsigned i = 0; i < 16; ++i) {
+    const unsigned bit0 = i * 8;
+    if (bit0 >= keep_bits) {
+      p.net.bytes[i] = 0;
+    } else if (bit0 + 8 > keep_bits) {
+      p.net.bytes[i] &= uint8_t(0xff << (8 - (keep_bits - bit0)));
+    }
+  }
+  return p;
+}
+
+Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg) {
+  return prefix_with_len(addr, addr.is_v4() ? cfg.v4_len : cfg.v6_len);
+}
+
+std::string addr_to_string(const IpAddr& a) {
+  char buf[INET6_ADDRSTRLEN];
+  if (a.is_v4()) {
+    inet_ntop(AF_INET, a.bytes.data() + 12, buf, sizeof buf);
+  } else {
+    inet_ntop(AF_INET6, a.bytes.data(), buf, sizeof buf);
+  }
+  return buf;
+}
+
+std::string Prefix::to_string() const { return addr_to_string(net) + "/" + std::to_string(len); }
+
+bool parse_prefix(const std::string& text, Prefix& out) {
+  const size_t slash = text.find('/');
+  const std::string addr_text = text.substr(0, slash);
+  IpAddr a;
+  bool v4 = false;
+  uint8_t raw[16];
+  if (inet_pton(AF_INET, addr_text.c_str(), raw) == 1) {
+    a = IpAddr::from_v4(raw);
+    v4 = true;
+  } else if (inet_pton(AF_INET6, addr_text.c_str(), raw) == 1) {
+    a = IpAddr::from_v6(raw);
+  } else {
+    return false;
+  }
+  unsigned len = v4 ? 32 : 128;
+  if (slash != std::string::npos) {
+    const std::string len_text = text.substr(slash + 1);
+    if (len_text.empty() || len_text.size() > 3 ||
+        len_text.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    len = unsigned(std::stoul(len_text));
+    if (len > (v4 ? 32u : 128u)) return false;
+  }
+  out = prefix_with_len(a, uint8_t(len));
+  return true;
+}
+
+size_t PrefixHash::operator()(const Prefix& p) const noexcept {
+  uint64_t h = 1469598103934665603ull; // FNV-1a
+  for (uint8_t b : p.net.bytes) h = (h ^ b) * 1099511628211ull;
+  return size_t((h ^ p.len) * 1099511628211ull);
+}
+
+void Accumulator::add(const Sample& s) {
+  if (s.kind == SampleKind::kWc) {
+    ++wc_count;
+    wc_sum += s.value;
+    wc_sumsq += double(s.value) * s.value;
+  } else if (s.kind == SampleKind::kRtt) {
+    ++rtt_count;
+    rtt_sum_us += s.value;
+    rtt_min_us = std::min(rtt_min_us, s.value);
+  } else {
+    return;
+  }
+  newest_ts_ns = std::max(newest_ts_ns, s.ts_ns);
+}
+
+void Accumulator::merge(const Accumulator& o) {
+  wc_count += o.wc_count;
+  wc_sum += o.wc_sum;
+  wc_sumsq += o.wc_sumsq;
+  rtt_count += o.rtt_count;
+  rtt_sum_us += o.rtt_sum_us;
+  rtt_min_us = std::min(rtt_min_us, o.rtt_min_us);
+  newest_ts_ns = std::max(newest_ts_ns, o.newest_ts_ns);
+}
+
+double Accumulator::wc_stddev() const {
+  if (wc_count < 2) return 0.0;
+  const double n = double(wc_count);
+  const double var = (wc_sumsq - wc_sum * wc_sum / n) / (n - 1); // sample variance
+  return var > 0 ? std::sqrt(var) : 0.0;
+}
+
+} // namespace spand

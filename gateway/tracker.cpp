@@ -1,0 +1,536 @@
+#include "tracker.hpp"
+
+#include <algorithm>
+
+#include "worker.hpp"
+
+namespace spand {
+
+namespace {
+
+constexpr uint32_t kRelMaxUs = 0xF000'0000u; // rebase relative times before they can overflow
+constexpr uint32_t kQ8 = 256;                 // cwnd fixed point: 1/256 segment
+
+inline void bump(uint16_t& c) {
+  if (c != UINT16_MAX) ++c;
+}
+
+inline uint16_t sat16(uint32_t v) { return v > UINT16_MAX ? UINT16_MAX : uint16_t(v); }
+
+inline uint16_t fold_sig(const ParsedPacket& p) {
+  const uint32_t x = p.ack ^ (p.payload_len << 16) ^ p.window ^ p.flags;
+  return uint16_t(x ^ (x >> 16));
+}
+
+// The sender's segment size: the receiver's MSS option caps it (minus the timestamp option when
+// in use); below that, the largest segment seen. GRO/TSO super-segments exceed the cap and are
+// counted as several segments.
+inline uint32_t mss_cap(const HalfFlow& sender, const HalfFlow& receiver) {
+  if (receiver.mss_opt == 0) return 0;
+  const uint32_t opt = (sender.flags & kHfTimestamps) ? 12 : 0;
+  return receiver.mss_opt > opt ? receiver.mss_opt - opt : receiver.mss_opt;
+}
+
+bool addr_in(const Prefix& pfx, const IpAddr& a) { return prefix_with_len(a, pfx.len) == pfx; }
+
+} // namespace
+
+void Emitter::sample(const Sample& s) {
+  if (!samples->push(s)) {
+    ++counters->ring_full_samples;
+    return;
+  }
+  if (s.kind == SampleKind::kWc) ++counters->samples_wc;
+  if (s.kind == SampleKind::kRtt) ++counters->samples_rtt;
+}
+
+void Emitter::record(const FlowRecord& r) {
+  if (!flows->push(r)) ++counters->ring_full_flows;
+}
+
+bool Tracker::is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_is_lo) {
+  if ((p.flags & (kSyn | kAck)) != kSyn) return false;
+  const Dir d = (src_is_lo == bool(f.client_is_lo)) ? Dir::kC2S : Dir::kS2C;
+  const HalfFlow& h = f.half[int(d)];
+  if (f.phase == FlowPhase::kClosing) return true;
+  // A SYN with a different initial sequence number from a side that already sent data.
+  return (h.flags & kHfSeqKnown) && p.seq != h.isn && !(h.flags & kHfSynSeen && p.seq == h.isn);
+}
+
+void Tracker::on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo) {
+  f.base_ns = p.ts_ns;
+  f.last_ns = p.ts_ns;
+  f.vlan = p.vlan_outer;
+  f.ip_v6 = p.ip_version == 6;
+  bool src_is_client;
+  if (p.flags & kSyn) {
+    src_is_client = !(p.flags & kAck); // SYN: client; SYN-ACK: server
+    f.handshake = 1;
+  } else {
+    src_is_client = true;
+    bool decided = false;
+    for (int i = 0; i < cfg_.inside_count; ++i) {
+      if (addr_in(cfg_.inside[i], p.src)) {
+        src_is_client = false;
+        decided = true;
+        break;
+      }
+      if (addr_in(cfg_.inside[i], p.dst)) {
+        decided = true;
+        break;
+      }
+    }
+    // Picked up mid-stream with no configured networks: the lower port is the service.
+    if (!decided) src_is_client = p.sport > p.dport;
+  }
+  f.client_is_lo = (src_is_client == src_is_lo);
+  f.phase = (p.flags & kSyn) ? FlowPhase::kSynOnly : FlowPhase::kEstablished;
+  if (f.handshake && src_is_client) {
+    Sample s = base_sample(f, SampleKind::kNewConnection);
+    s.ts_ns = p.ts_ns;
+    emit_.sample(s);
+  }
+}
+
+void Tracker::rebase(Flow& f, uint64_t now_ns) {
+  // Keep the last ~4.5 minutes representable; older relative times clamp to 0.
+  const uint64_t shift_us = (now_ns - f.base_ns) / 1000 - 0x1000'0000u;
+  auto fix = [shift_us](uint32_t& t) { t = t > shift_us ? uint32_t(t - shift_us) : 0; };
+  fix(f.syn_us);
+  fix(f.synack_us);
+  for (HalfFlow& h : f.half) {
+    fix(h.timed_us);
+    fix(h.ts_us);
+    fix(h.last_send_us);
+    fix(h.first_data_us);
+    fix(h.last_data_us);
+  }
+  f.base_ns += shift_us * 1000;
+}
+
+void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
+  if (p.ts_ns > f.last_ns) f.last_ns = p.ts_ns;
+  // Capture time can step back (merged traces); treat such a packet as arriving "now".
+  const uint64_t t_ns = p.ts_ns > f.base_ns ? p.ts_ns : f.base_ns;
+  if ((t_ns - f.base_ns) / 1000 >= kRelMaxUs) rebase(f, t_ns);
+  const uint32_t now_us = uint32_t((std::max(t_ns, f.base_ns) - f.base_ns) / 1000);
+
+  const Dir d = (src_is_lo == bool(f.client_is_lo)) ? Dir::kC2S : Dir::kS2C;
+  HalfFlow& snd = f.h(d);
+  ++snd.packets;
+  if (p.vlan_outer && !f.vlan) f.vlan = p.vlan_outer;
+
+  if (p.flags & kSyn) {
+    if (p.opt.mss) snd.mss_opt = p.opt.mss;
+    if (p.opt.wscale != 0xff) snd.wscale = p.opt.wscale;
+    if (p.opt.sack_permitted) snd.flags |= kHfSackPermitted;
+    if (p.opt.has_ts) snd.flags |= kHfTimestamps;
+    snd.flags |= kHfSynSeen | kHfSeqKnown;
+    snd.isn = p.seq;
+    if (!seq_gt(snd.snd_max, p.seq + 1)) snd.snd_max = p.seq + 1;
+    snd.round_end = snd.snd_max;
+    if (!(p.flags & kAck)) {
+      if (d == Dir::kC2S) f.syn_us = now_us; // Karn: a resent SYN restarts the handshake timer
+    } else if (!f.synack_seen) {
+      f.synack_seen = 1;
+      f.synack_us = now_us;
+      if (f.h(Dir::kC2S).flags & kHfSynSeen) f.syn_synack_us = int32_t(now_us - f.syn_us);
+    }
+  }
+  if (p.flags & kRst) {
+    snd.flags |= kHfRstSeen;
+    f.close_kind = uint8_t(CloseReason::kRst);
+    f.phase = FlowPhase::kClosing;
+  }
+
+  // Handshake completes: the client's first ACK of the SYN-ACK.
+  if (d == Dir::kC2S && (p.flags & (kAck | kSyn)) == kAck && f.synack_seen &&
+      f.synack_ack_us < 0 && p.ack == f.h(Dir::kS2C).isn + 1) {
+    f.synack_ack_us = int32_t(now_us - f.synack_us);
+    if (f.phase == FlowPhase::kSynOnly) f.phase = FlowPhase::kEstablished;
+    if (f.syn_synack_us >= 0) {
+      rtt_sample(f, Dir::kS2C, uint32_t(f.syn_synack_us + f.synack_ack_us), RttSource::kHandshake);
+    }
+  }
+
+  if (p.flags & kAck) on_ack(f, opposite(d), p, now_us);
+  if (p.opt.has_ts && (p.flags & kAck)) on_timestamp_echo(f, opposite(d), p.opt.tsecr, now_us);
+  if (p.payload_len > 0 || (p.flags & kFin)) on_data(f, d, p, now_us);
+
+  if (p.flags & kFin) {
+    snd.flags |= kHfFinSeen;
+    if (f.close_kind != uint8_t(CloseReason::kRst)) f.close_kind = uint8_t(CloseReason::kFin);
+    if ((f.half[0].flags & kHfFinSeen) && (f.half[1].flags & kHfFinSeen)) {
+      f.phase = FlowPhase::kClosing;
+    }
+  }
+}
+
+uint32_t Tracker::rto_us(const HalfFlow& h) const {
+  // Without rttvar, 1.5 x srtt is a conservative stand-in for srtt + 4 rttvar on stable paths.
+  const uint32_t srtt_based = h.srtt_us + h.srtt_us / 2;
+  return std::max(cfg_.min_rto_us, srtt_based);
+}
+
+uint32_t Tracker::flight_segments(const HalfFlow& h, uint32_t extra_bytes) const {
+  const uint32_t flight = (h.snd_max - h.snd_una) + extra_bytes;
+  const uint32_t mss = h.smss ? h.smss : 1460;
+  return (flight + mss - 1) / mss;
+}
+
+void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
+  HalfFlow& h = f.h(d);
+  const HalfFlow& peer = f.h(opposite(d));
+  uint32_t seq = p.seq;
+  if (p.flags & kSyn) ++seq; // data on a SYN starts after it
+  const uint32_t len = p.payload_len;
+  const uint32_t end = seq + len + ((p.flags & kFin) ? 1 : 0);
+
+  if (!(h.flags & kHfSeqKnown)) { // picked up mid-stream
+    h.flags |= kHfSeqKnown;
+    h.isn = seq;
+    h.snd_max = seq;
+    h.round_end = seq;
+  }
+  if (!(h.flags & kHfAckKnown)) {
+    h.snd_una = h.snd_max;
+    h.flags |= kHfAckKnown;
+  }
+
+  // Segment size, and how many segments this one counts for (GRO/TSO super-segments).
+  const uint32_t cap = mss_cap(h, peer);
+  if (len > h.smss && (cap == 0 || len <= cap)) h.smss = uint16_t(std::min<uint32_t>(len, 65535));
+  if (h.smss == 0 && cap) h.smss = uint16_t(cap);
+
+  const bool below = seq_lt(seq, h.snd_max);
+  const bool ipid_ok = p.ip_version == 4 && p.ip_id != 0;
+  const uint16_t sig = fold_sig(p);
+
+  if (below && len > 0) {
+    // 1. A copy made by the capture: the IPv4 datagram is not newer than the newest one this
+    //    sender emitted (a resend gets a fresh ID), or, without usable IDs, the very same segment
+    //    again within microseconds.
+    const bool old_id = ipid_ok && (h.flags & kHfIpIdKnown) && int16_t(p.ip_id - h.max_ip_id) <= 0;
+    const bool same_again = !ipid_ok && seq == h.last_seq && sig == h.last_sig &&
+                            now_us - h.last_data_us <= cfg_.dup_window_us;
+    const bool in_hole = (h.flags & kHfHoleValid) && seq_ge(seq, h.hole_lo) &&
+                         seq_lt(seq, h.hole_hi);
+    if ((old_id || same_again) && !in_hole) {
+      bump(h.capture_dups);
+      return; // the sender sent it once: nothing else changes
+    }
+  }
+  if (ipid_ok) {
+    if (!(h.flags & kHfIpIdKnown) || int16_t(p.ip_id - h.max_ip_id) > 0) h.max_ip_id = p.ip_id;
+    h.flags |= kHfIpIdKnown;
+  }
+
+  ++h.data_packets;
+  h.bytes += len;
+  if (len > 0) {
+    if (h.first_data_us == 0 && h.data_packets == 1) h.first_data_us = now_us;
+    h.last_data_us = now_us;
+  }
+  h.last_seq = seq;
+  h.last_sig = sig;
+
+  // Restart after idle (RFC 5681 4.1): nothing in flight for longer than an RTO.
+  if (h.snd_max == h.snd_una && h.last_send_us && now_us - h.last_send_us > rto_us(h) &&
+      h.cc != CcState::kTimeoutRecovery) {
+    const uint32_t rw = cfg_.restart_window_segments * kQ8;
+    if (h.cwnd_q8 > rw) h.cwnd_q8 = rw;
+  }
+
+  if (!below) {
+    if (seq_gt(seq, h.snd_max) && !(h.flags & kHfHoleValid)) {
+      h.hole_lo = h.snd_max; // bytes the monitor never saw: a later fill is not a resend
+      h.hole_hi = seq;
+      h.flags |= kHfHoleValid;
+    }
+    h.unique_bytes += end - seq;
+    h.snd_max = end;
+    if (!(h.flags & kHfTimedValid) && len > 0) {
+      h.timed_end = end;
+      h.timed_us = now_us;
+      h.flags |= kHfTimedValid;
+    }
+    if (p.opt.has_ts && !(h.flags & kHfTsPending) && len > 0) {
+      h.ts_val = p.opt.tsval;
+      h.ts_us = now_us;
+      h.flags |= kHfTsPending;
+    }
+  } else if ((h.flags & kHfHoleValid) && seq_ge(seq, h.hole_lo) && seq_lt(seq, h.hole_hi)) {
+    // Fills a gap: first sight of these bytes at the monitor (reordering, or upstream loss).
+    bump(h.reordered);
+    h.unique_bytes += std::min(end, h.hole_hi) - seq;
+    if (seq == h.hole_lo) {
+      h.hole_lo = end;
+    } else {
+      h.hole_hi = seq; // keep the lower part; the upper part is forgotten
+    }
+    if (!seq_lt(h.hole_lo, h.hole_hi)) h.flags &= ~kHfHoleValid;
+  } else {
+    // A retransmission. Karn: the timed segment's sample is now ambiguous.
+    if ((h.flags & kHfTimedValid) && seq_lt(seq, h.timed_end)) h.flags &= ~kHfTimedValid;
+    if (seq_gt(end, h.snd_max)) {
+      h.unique_bytes += end - h.snd_max;
+      h.snd_max = end;
+    }
+    const uint32_t idle_us = now_us - h.last_send_us;
+    if (h.cc == CcState::kFastRecovery) {
+      bump(h.rexmt_fast); // NewReno partial ACK or SACK-driven resend within the same event
+      if (idle_us >= rto_us(h) && seq == h.snd_una) { // recovery failed: the RTO fired
+        start_loss_event(f, d, true, now_us);
+        h.rexmt_fast--;
+        bump(h.rexmt_timeout);
+      }
+    } else if (h.dupacks >= 3 || (h.dupacks >= 1 && (h.flags & kHfSackPermitted) &&
+                                   idle_us < rto_us(h))) {
+      start_loss_event(f, d, false, now_us);
+      bump(h.rexmt_fast);
+    } else if (h.cc == CcState::kTimeoutRecovery) {
+      bump(h.rexmt_timeout); // go-back-N after an RTO, or the RTO backing off
+      if (seq == h.snd_una && idle_us >= rto_us(h)) ++h.rto_backoff;
+    } else if (idle_us >= rto_us(h) || seq == h.snd_una) {
+      start_loss_event(f, d, true, now_us);
+      bump(h.rexmt_timeout);
+    } else {
+      bump(h.rexmt_other);
+    }
+  }
+  h.last_send_us = now_us;
+
+  // Flight and rounds: the replica never holds less than what the sender had in flight.
+  const uint32_t flight = flight_segments(h);
+  h.round_flight_seg = std::max<uint16_t>(h.round_flight_seg, sat16(flight));
+  h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
+  if (h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) {
+    if (flight * kQ8 > h.cwnd_q8) h.cwnd_q8 = flight * kQ8;
+  }
+  if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
+}
+
+void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
+  HalfFlow& h = f.h(d);
+  (void)now_us;
+  const uint32_t cwnd_seg = cwnd_segments(h);
+  if (h.cc == CcState::kCongestionAvoidance) {
+    // W_c (DESIGN.md): cwnd at the loss minus one segment.
+    wc_sample(f, d, cwnd_seg > 1 ? cwnd_seg - 1 : 1, WcReason::kLossInCongestionAvoidance,
+              (h.flags & kHfRoundLimited) != 0);
+  }
+  h.flags |= kHfLossSeen;
+  if (timeout) {
+    bump(h.loss_timeout);
+    h.rto_backoff = 0;
+  } else {
+    bump(h.loss_fast);
+  }
+  if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
+    h.cwnd_before_loss_q8 = h.cwnd_q8;
+    h.flags |= kHfMdPending;
+  }
+  const uint32_t flight = flight_segments(h);
+  h.ssthresh_seg = sat16(std::max<uint32_t>(flight / 2, 2));
+  h.recover = h.snd_max;
+  h.dupacks = 0;
+  if (timeout) {
+    h.cc = CcState::kTimeoutRecovery;
+    h.cwnd_q8 = kQ8;
+  } else {
+    h.cc = CcState::kFastRecovery;
+  }
+}
+
+void Tracker::end_round(HalfFlow& h) {
+  // Measured multiplicative decrease: the first full round after recovery against the window
+  // before the loss (about 500 for Reno, 700 for CUBIC, 875 for Scalable TCP).
+  if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
+      h.cwnd_before_loss_q8 >= 4 * kQ8 && (h.flags & kHfRoundLimited)) {
+    h.md_permille = sat16(uint32_t(uint64_t(h.round_flight_seg) * kQ8 * 1000 / h.cwnd_before_loss_q8));
+    h.flags &= ~kHfMdPending;
+  }
+  h.round_end = h.snd_max;
+  h.round_flight_seg = sat16(flight_segments(h));
+  h.flags &= ~kHfRoundLimited;
+}
+
+void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
+  HalfFlow& h = f.h(d); // the data sender whose bytes this ACK covers
+  const uint32_t ack = p.ack;
+  if (!(h.flags & kHfSeqKnown)) return; // nothing seen from that sender yet
+  if (!(h.flags & kHfAckKnown)) {
+    h.snd_una = ack;
+    h.flags |= kHfAckKnown;
+    return;
+  }
+  // DSACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second block,
+  // reports data received twice: the matching resend was spurious.
+  if (p.opt.sack_count > 0) {
+    const SackBlock& b0 = p.opt.sack[0];
+    const bool dsack = seq_le(b0.right, ack) ||
+                       (p.opt.sack_count > 1 && seq_ge(b0.left, p.opt.sack[1].left) &&
+                        seq_le(b0.right, p.opt.sack[1].right));
+    const uint32_t resent = uint32_t(h.rexmt_fast) + h.rexmt_timeout + h.rexmt_other;
+    if (dsack && h.rexmt_spurious < resent) bump(h.rexmt_spurious);
+  }
+  if (seq_gt(ack, h.snd_max)) return; // acks bytes the monitor never saw sent: ignore
+
+  if (seq_gt(ack, h.snd_una)) {
+    const uint32_t acked = ack - h.snd_una;
+    h.snd_una = ack;
+    h.dupacks = 0;
+    if ((h.flags & kHfTimedValid) && seq_ge(ack, h.timed_end)) {
+      h.flags &= ~kHfTimedValid;
+      rtt_sample(f, d, now_us - h.timed_us, RttSource::kDataToAck);
+    }
+    const uint32_t mss = h.smss ? h.smss : 1460;
+    const uint32_t acked_q8 = uint32_t(std::min<uint64_t>(uint64_t(acked) * kQ8 / mss, 1u << 24));
+    switch (h.cc) {
+      case CcState::kFastRecovery:
+        if (seq_ge(ack, h.recover)) { // full ACK: deflate to ssthresh
+          h.cc = CcState::kCongestionAvoidance;
+          h.cwnd_q8 = uint32_t(h.ssthresh_seg) * kQ8;
+        }
+        break;
+      case CcState::kTimeoutRecovery:
+        h.cwnd_q8 += acked_q8;
+        if (seq_ge(ack, h.recover)) {
+          h.cc = h.cwnd_q8 >= uint32_t(h.ssthresh_seg) * kQ8 ? CcState::kCongestionAvoidance
+                                                              : CcState::kSlowStart;
+        }
+        break;
+      case CcState::kSlowStart:
+        h.cwnd_q8 += acked_q8;
+        if (h.cwnd_q8 >= uint32_t(h.ssthresh_seg) * kQ8) h.cc = CcState::kCongestionAvoidance;
+        break;
+      case CcState::kCongestionAvoidance: // Reno: one segment per window of ACKs
+        h.cwnd_q8 += uint32_t(uint64_t(acked_q8) * kQ8 / std::max(h.cwnd_q8, kQ8));
+        break;
+    }
+    if (seq_ge(ack, h.round_end)) end_round(h);
+    if ((h.flags & kHfHoleValid) && seq_ge(ack, h.hole_hi)) h.flags &= ~kHfHoleValid;
+  } else if (ack == h.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
+             h.snd_max != h.snd_una) {
+    if (h.dupacks != UINT8_MAX) ++h.dupacks;
+  }
+}
+
+void Tracker::on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us) {
+  HalfFlow& h = f.h(d);
+  if (!(h.flags & kHfTsPending)) return;
+  if (tsecr == h.ts_val) {
+    h.flags &= ~kHfTsPending;
+    rtt_sample(f, d, now_us - h.ts_us, RttSource::kTimestamp);
+  } else if (seq_gt(tsecr, h.ts_val)) {
+    h.flags &= ~kHfTsPending; // the echo of our value was missed
+  }
+}
+
+Sample Tracker::base_sample(const Flow& f, SampleKind kind) const {
+  Sample s;
+  s.ts_ns = f.last_ns;
+  s.kind = kind;
+  const bool client_lo = f.client_is_lo;
+  s.client = client_lo ? f.key.lo_addr : f.key.hi_addr;
+  s.server = client_lo ? f.key.hi_addr : f.key.lo_addr;
+  s.client_port = client_lo ? f.key.lo_port : f.key.hi_port;
+  s.server_port = client_lo ? f.key.hi_port : f.key.lo_port;
+  return s;
+}
+
+void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
+  HalfFlow& h = f.h(d);
+  if (src != RttSource::kHandshake) {
+    h.rtt_sum_us += rtt_us;
+    if (h.rtt_count == 0 || rtt_us < h.rtt_min_us) h.rtt_min_us = rtt_us;
+    if (rtt_us > h.rtt_max_us) h.rtt_max_us = rtt_us;
+    ++h.rtt_count;
+  }
+  h.srtt_us = h.srtt_us == 0 ? rtt_us : h.srtt_us - h.srtt_us / 8 + rtt_us / 8;
+  // Only the server's data (and the handshake) measure the path to the client's network.
+  if (d != Dir::kS2C) return;
+  Sample s = base_sample(f, SampleKind::kRtt);
+  s.rtt_source = src;
+  s.value = rtt_us;
+  emit_.sample(s);
+}
+
+void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited) {
+  HalfFlow& h = f.h(d);
+  if (h.wc_count < 2) {
+    h.wc_first[h.wc_count] = sat16(wc_seg);
+    if (limited) h.wc_limited_mask |= uint8_t(1u << h.wc_count);
+  }
+  if (h.wc_count != UINT8_MAX) ++h.wc_count;
+  if (d != Dir::kS2C) return; // the window the server's connections get toward the client
+  Sample s = base_sample(f, SampleKind::kWc);
+  s.wc_reason = why;
+  s.cwnd_limited = limited;
+  s.value = wc_seg;
+  emit_.sample(s);
+}
+
+void Tracker::close(Flow& f, CloseReason reason) {
+  // End-of-connection W_c: a sender that never lost a segment ends with its current window.
+  for (Dir d : {Dir::kC2S, Dir::kS2C}) {
+    HalfFlow& h = f.h(d);
+    if (h.unique_bytes > 1 && !(h.flags & kHfLossSeen) && h.cwnd_q8 > 0) {
+      wc_sample(f, d, cwnd_segments(h), WcReason::kEndOfConnection,
+                (h.flags & kHfRoundLimited) != 0);
+    }
+  }
+  FlowRecord r;
+  const bool client_lo = f.client_is_lo;
+  r.client = client_lo ? f.key.lo_addr : f.key.hi_addr;
+  r.server = client_lo ? f.key.hi_addr : f.key.lo_addr;
+  r.client_port = client_lo ? f.key.lo_port : f.key.hi_port;
+  r.server_port = client_lo ? f.key.hi_port : f.key.lo_port;
+  r.ip_version = f.ip_v6 ? 6 : 4;
+  r.vlan = f.vlan;
+  r.handshake_seen = f.handshake;
+  r.close = reason;
+  r.first_ns = f.base_ns;
+  r.last_ns = f.last_ns;
+  r.syn_synack_us = f.syn_synack_us;
+  r.synack_ack_us = f.synack_ack_us;
+  if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0) r.hs_rtt_us = f.syn_synack_us + f.synack_ack_us;
+  for (Dir d : {Dir::kC2S, Dir::kS2C}) {
+    const HalfFlow& h = f.h(d);
+    const HalfFlow& peer = f.h(opposite(d));
+    HalfRecord& o = d == Dir::kC2S ? r.c2s : r.s2c;
+    o.bytes = h.bytes;
+    o.unique_bytes = h.unique_bytes;
+    o.packets = h.packets;
+    o.data_packets = h.data_packets;
+    o.rexmt_fast = h.rexmt_fast;
+    o.rexmt_timeout = h.rexmt_timeout;
+    o.rexmt_packets = uint32_t(h.rexmt_fast) + h.rexmt_timeout + h.rexmt_other;
+    o.rexmt_spurious = h.rexmt_spurious;
+    o.reordered_packets = h.reordered;
+    o.capture_dups = h.capture_dups;
+    o.loss_events_fast = h.loss_fast;
+    o.loss_events_timeout = h.loss_timeout;
+    o.rtt_count = h.rtt_count;
+    o.rtt_min_us = h.rtt_min_us;
+    o.rtt_max_us = h.rtt_max_us;
+    o.rtt_sum_us = h.rtt_sum_us;
+    o.mss = h.mss_opt ? h.mss_opt : h.smss;
+    o.wscale = h.wscale;
+    o.sack_permitted = (h.flags & kHfSackPermitted) && (peer.flags & kHfSackPermitted);
+    o.timestamps = (h.flags & kHfTimestamps) && (peer.flags & kHfTimestamps);
+    o.max_flight_segments = h.max_flight_seg;
+    o.wc_count = h.wc_count;
+    o.wc_kept = std::min<uint8_t>(h.wc_count, 2);
+    for (int i = 0; i < o.wc_kept; ++i) o.wc_segments[i] = h.wc_first[i];
+    o.wc_cwnd_limited_mask = h.wc_limited_mask;
+    o.md_permille = h.md_permille;
+    if (h.data_packets) {
+      o.first_data_ns = f.base_ns + uint64_t(h.first_data_us) * 1000;
+      o.last_data_ns = f.base_ns + uint64_t(h.last_data_us) * 1000;
+    }
+  }
+  emit_.record(r);
+}
+
+} // namespace spand

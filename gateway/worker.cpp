@@ -1,0 +1,105 @@
+#include "worker.hpp"
+
+#include "flow_table.hpp"
+#include "parse.hpp"
+#include "tracker.hpp"
+
+namespace spand {
+
+namespace {
+// Slots examined for timeouts per packet: a table of N slots is swept every N/4 packets.
+constexpr uint32_t kSweepBudget = 4;
+} // namespace
+
+Worker::Worker(const WorkerConfig& cfg)
+    : cfg_(cfg),
+      samples_(new SpscRing<Sample>(cfg.ring_capacity)),
+      flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
+      table_(new FlowTable(cfg.flow_capacity)),
+      tracker_(new Tracker(cfg.tracker, Emitter{samples_.get(), flows_.get(), &counters_})) {}
+
+Worker::~Worker() = default;
+
+size_t Worker::bytes_per_flow() { return sizeof(Flow); }
+size_t Worker::table_bytes() const { return table_->memory_bytes(); }
+
+void Worker::handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                          uint64_t ts_ns) {
+  ++counters_.frames;
+  counters_.bytes += wire_len;
+  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, scratch_);
+  if (d != Drop::kNone) {
+    ++counters_.drops[static_cast<size_t>(d)];
+    return;
+  }
+  handle_packet(scratch_);
+}
+
+CloseReason Worker::expiry_reason(const Flow& f) const {
+  if (f.close_kind == uint8_t(CloseReason::kRst)) return CloseReason::kRst;
+  if (f.close_kind == uint8_t(CloseReason::kFin)) return CloseReason::kFin;
+  return CloseReason::kTimeout;
+}
+
+bool Worker::expired(const Flow& f) const {
+  if (now_ns_ <= f.last_ns) return false;
+  const uint64_t idle_ns = now_ns_ - f.last_ns;
+  switch (f.phase) {
+    case FlowPhase::kSynOnly: return idle_ns > uint64_t(cfg_.syn_timeout_ms) * 1'000'000;
+    case FlowPhase::kEstablished: return idle_ns > uint64_t(cfg_.idle_timeout_s) * 1'000'000'000;
+    case FlowPhase::kClosing: return idle_ns > uint64_t(cfg_.closing_timeout_ms) * 1'000'000;
+  }
+  return false;
+}
+
+void Worker::handle_packet(const ParsedPacket& p) {
+  ++counters_.tcp_packets;
+  if (p.ts_ns > now_ns_) now_ns_ = p.ts_ns;
+  bool src_is_lo = false;
+  const FlowKey key = make_key(p, src_is_lo);
+  const uint32_t hash = hash_key(key);
+  Flow* f = table_->find(key, hash);
+  if (f && Tracker::is_new_incarnation(*f, p, src_is_lo)) {
+    tracker_->close(*f, expiry_reason(*f));
+    table_->erase(f);
+    ++counters_.flows_closed;
+    f = nullptr;
+  }
+  if (!f) {
+    if (p.flags & kRst) { // a reset for a connection we do not know: nothing to track
+      ++counters_.orphan_resets;
+      return;
+    }
+    f = table_->insert(key, hash, [this](Flow& victim) {
+      tracker_->close(victim, CloseReason::kEvicted);
+      ++counters_.flows_evicted;
+    });
+    ++counters_.flows_created;
+    tracker_->on_new_flow(*f, p, src_is_lo);
+  }
+  tracker_->on_packet(*f, p, src_is_lo);
+
+  table_->sweep(kSweepBudget, [this](Flow& v) {
+    if (!expired(v)) return false;
+    const CloseReason r = expiry_reason(v);
+    tracker_->close(v, r);
+    if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
+    ++counters_.flows_closed;
+    return true;
+  });
+  counters_.active_flows = table_->size();
+}
+
+void Worker::finish() {
+  table_->for_each_erase([this](Flow& v) {
+    CloseReason r = expiry_reason(v);
+    if (r == CloseReason::kTimeout && !expired(v)) r = CloseReason::kEndOfCapture;
+    tracker_->close(v, r);
+    if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
+    ++counters_.flows_closed;
+    return true;
+  });
+  counters_.active_flows = table_->size();
+}
+
+} // namespace spand
