@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "address.hpp"
+#include "estimates/estimate.hpp"
 #include "spand.h"
 
 namespace spand {
@@ -40,22 +41,17 @@ grpc::Status EstimatesCore::estimate_prefix(const Prefix& p, bool use_cache, v1:
 }
 
 void EstimatesCore::fill(const Prefix& p, const Accumulator& acc, v1::Estimate& out) const {
+  // The verdict and the statistics are the estimates component's (shared with --prefix-summary).
+  const Estimate e = compute_estimate(acc, clock_.now_ns(), opts_.min_samples, opts_.decay);
   out.set_prefix(p.to_string());
-  out.set_samples(acc.wc_count);
-  out.set_wc_segments(acc.wc_mean());
-  out.set_wc_stddev(acc.wc_stddev());
-  out.set_rtt_samples(acc.rtt_count);
-  out.set_rtt_ms(acc.rtt_mean_us() / 1000.0);
-  out.set_min_rtt_ms(acc.rtt_count && acc.rtt_min_us != UINT32_MAX ? acc.rtt_min_us / 1000.0
-                                                                      : 0.0);
-  const uint64_t now_ns = clock_.now_ns();
-  out.set_age_s(acc.newest_ts_ns && now_ns > acc.newest_ts_ns
-                    ? double(now_ns - acc.newest_ts_ns) / 1e9
-                    : 0.0);
-  // DESIGN.md "Window": fewer than min_samples W_c samples means slow start; no sample at all
-  // always does, even with min_samples = 0.
-  const bool use = acc.wc_count > 0 && acc.wc_count >= opts_.min_samples;
-  out.set_verdict(use ? v1::USE_ESTIMATE : v1::SLOW_START);
+  out.set_samples(e.samples);
+  out.set_wc_segments(e.wc_segments);
+  out.set_wc_stddev(e.wc_stddev);
+  out.set_rtt_samples(e.rtt_samples);
+  out.set_rtt_ms(e.rtt_ms);
+  out.set_min_rtt_ms(e.min_rtt_ms);
+  out.set_age_s(e.age_s);
+  out.set_verdict(e.verdict == Verdict::kUseEstimate ? v1::USE_ESTIMATE : v1::SLOW_START);
 }
 
 grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::string& where,

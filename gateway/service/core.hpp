@@ -11,6 +11,7 @@
 #include <string>
 
 #include "estimate_cache.hpp"
+#include "estimates/estimate.hpp"
 #include "estimates/store.hpp"
 #include "prefix.hpp"
 #include "sample.hpp"
@@ -20,7 +21,8 @@ namespace spand {
 
 struct CoreOptions {
   PrefixConfig prefix;
-  uint32_t min_samples = 5;        // fewer W_c samples in the window: SLOW_START
+  uint32_t min_samples = kDefaultMinSamples; // fewer W_c samples in the window: SLOW_START
+  DecayOptions decay;              // off by default (estimates/estimate.hpp)
   uint32_t default_mss_bytes = 1460;
   uint32_t default_acked_per_ack = 1; // b; 2 for receivers with delayed ACKs
   uint64_t cache_ttl_ms = 1000;    // 0 disables the cache

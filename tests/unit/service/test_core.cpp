@@ -152,14 +152,14 @@ TEST_F(CoreTest, NoSamplesIsSlowStartEvenWithMinSamplesZero) {
 
 TEST_F(CoreTest, EstimateFields) {
   EstimatesCore core = make();
-  // W_c 10..18 step 2: mean 14, population variance (16+4+0+4+16)/5 = 8.
+  // W_c 10..18 step 2: mean 14, sample variance (16 + 4 + 0 + 4 + 16) / (5 - 1) = 10.
   store.set(prefix_of(v4("198.51.100.1"), opts.prefix),
             window_of({10, 12, 14, 16, 18}, {10'000, 20'000, 30'000}, 100 * kSecondNs));
   v1::Estimate out;
   ASSERT_TRUE(core.get(req("198.51.100.1"), out).ok());
   EXPECT_EQ(out.samples(), 5u);
   EXPECT_DOUBLE_EQ(out.wc_segments(), 14.0);
-  EXPECT_NEAR(out.wc_stddev(), std::sqrt(8.0), 1e-9);
+  EXPECT_NEAR(out.wc_stddev(), std::sqrt(10.0), 1e-9);
   EXPECT_EQ(out.rtt_samples(), 3u);
   EXPECT_DOUBLE_EQ(out.rtt_ms(), 20.0);
   EXPECT_DOUBLE_EQ(out.min_rtt_ms(), 10.0);

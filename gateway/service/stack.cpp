@@ -1,0 +1,151 @@
+#include "stack.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+namespace spand {
+namespace {
+// Reports queued between two ticks; beyond this an agent flood is dropped, not buffered.
+constexpr size_t kMaxQueuedReports = 1'000'000;
+constexpr std::chrono::milliseconds kMetricsPeriod{250};
+} // namespace
+
+StorePool::StorePool(const RedisStoreOptions& opts, size_t connections) {
+  for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->store = std::make_unique<RedisStore>(opts);
+    slots_.push_back(std::move(slot));
+  }
+}
+
+template <typename F>
+bool StorePool::with_store(F&& f) {
+  const size_t n = slots_.size();
+  const size_t start = next_.fetch_add(1, std::memory_order_relaxed);
+  for (size_t i = 0; i < n; ++i) {
+    Slot& s = *slots_[(start + i) % n];
+    std::unique_lock lock(s.mu, std::try_to_lock);
+    if (lock.owns_lock()) return f(*s.store);
+  }
+  Slot& s = *slots_[start % n];
+  std::lock_guard lock(s.mu);
+  return f(*s.store);
+}
+
+bool StorePool::write(const std::vector<BucketUpdate>& updates, std::string& error) {
+  return with_store([&](RedisStore& st) { return st.write(updates, error); });
+}
+
+bool StorePool::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
+                            std::string& error) {
+  return with_store([&](RedisStore& st) { return st.read_window(prefix, now_ns, out, error); });
+}
+
+bool StorePool::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
+                             std::string& error) {
+  return with_store(
+      [&](RedisStore& st) { return st.top_prefixes(now_ns, limit, out, error); });
+}
+
+std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, const Clock& clock,
+                                                   std::string& error) {
+  std::unique_ptr<ServiceStack> s(new ServiceStack());
+  s->opts_ = opts;
+  const ControlOptions& c = opts.control;
+  if (c.redis_url.empty() && c.redis_cluster_seeds.empty()) {
+    error = "the estimate service needs Redis (--redis URL or --redis-cluster seeds)";
+    return nullptr;
+  }
+  RedisStoreOptions store_opts;
+  if (!redis_store_options_from(c, store_opts, error)) return nullptr;
+
+  if (!c.metrics_listen.empty()) {
+    try {
+      s->exposer_ = std::make_unique<prometheus::Exposer>(c.metrics_listen);
+    } catch (const std::exception& e) {
+      error = "cannot listen for /metrics on '" + c.metrics_listen + "': " + e.what();
+      return nullptr;
+    }
+    s->exposer_->RegisterCollectable(s->metrics_.registry());
+  }
+
+  CoreOptions core_opts = opts.core;
+  core_opts.prefix = c.prefix;
+  core_opts.min_samples = c.min_samples;
+  s->read_pool_ = std::make_unique<StorePool>(store_opts, opts.read_connections);
+  s->core_ = std::make_unique<EstimatesCore>(*s->read_pool_, clock, core_opts, s.get());
+  s->hub_ = std::make_unique<WatchHub>(*s->core_, opts.watch_refresh_ms);
+  s->service_ = std::make_unique<EstimatesService>(*s->core_, *s->hub_, &s->metrics_);
+
+  s->write_store_ = std::make_unique<RedisStore>(store_opts);
+  s->writer_ = std::make_unique<SampleWriter>(*s->write_store_, writer_options_from(c));
+  ServiceStack* self = s.get();
+  s->writer_->set_flush_observer([self](double latency_s, bool) {
+    self->metrics_.observe_flush(latency_s);
+    self->hub_->request_refresh(); // Watch: the window just changed
+  });
+  if (!c.grpc_listen.empty()) {
+    s->server_ = start_grpc_server(c.grpc_listen, *s->service_, s->grpc_port_, error);
+    if (!s->server_) return nullptr;
+  }
+  return s;
+}
+
+ServiceStack::~ServiceStack() {
+  shutdown();
+  writer_.reset(); // stops the flush thread, whose observer uses the hub and the metrics
+}
+
+void ServiceStack::shutdown() {
+  if (hub_) hub_->stop(); // ends Watch streams first, so Shutdown does not wait on them
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();
+  }
+}
+
+void ServiceStack::submit(const Sample& s) {
+  std::lock_guard lock(report_mu_);
+  if (reports_.size() < kMaxQueuedReports) reports_.push_back(s);
+}
+
+void ServiceStack::new_connection(const IpAddr& client) {
+  hub_->notify_new_connection(prefix_of(client, opts_.control.prefix));
+}
+
+void ServiceStack::tick(uint64_t capture_now_ns) {
+  {
+    std::lock_guard lock(report_mu_);
+    reports_.swap(reports_spare_);
+  }
+  for (const Sample& s : reports_spare_) {
+    writer_->add(s);
+    (s.kind == SampleKind::kWc ? agent_wc_ : agent_rtt_)++;
+  }
+  reports_spare_.clear();
+  const auto now = std::chrono::steady_clock::now();
+  writer_->tick(capture_now_ns, now);
+  if (now - last_metrics_ >= kMetricsPeriod) {
+    last_metrics_ = now;
+    publish_writer_metrics();
+  }
+}
+
+void ServiceStack::publish_writer_metrics() {
+  const WriterStats w = writer_->stats();
+  WriterTotals t;
+  t.flush_errors = w.flush_errors_total;
+  t.backlog_updates = w.backlog_updates;
+  t.backlog_dropped = w.backlog_dropped_total;
+  t.agent_samples_wc = agent_wc_;
+  t.agent_samples_rtt = agent_rtt_;
+  metrics_.set_writer_totals(t);
+}
+
+bool ServiceStack::finish() {
+  tick(0);
+  const bool ok = writer_->finish(std::chrono::milliseconds(opts_.finish_wait_ms));
+  publish_writer_metrics();
+  return ok;
+}
+
+} // namespace spand

@@ -1,0 +1,117 @@
+// Everything the estimate side runs, assembled once for both hosts: the gateway's control plane
+// (control_plane_impl.cpp) and the stateless replica (replica_main.cpp). Redis writer (gateway
+// samples and agents' Report samples), a pool of Redis readers, the service core, Watch hub,
+// gRPC server and the Prometheus exposer.
+#pragma once
+
+#include <prometheus/exposer.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "control_plane.hpp"
+#include "core.hpp"
+#include "estimates/redis_store.hpp"
+#include "estimates/sample_writer.hpp"
+#include "metrics.hpp"
+#include "service.hpp"
+#include "watch_hub.hpp"
+
+namespace spand {
+
+// Several Redis connections behind one EstimateStore, so gRPC threads read in parallel
+// (a RedisStore serializes its callers on one connection). Each call takes the first idle
+// connection, else waits for the next one in turn.
+class StorePool final : public EstimateStore {
+ public:
+  StorePool(const RedisStoreOptions& opts, size_t connections);
+  bool write(const std::vector<BucketUpdate>& updates, std::string& error) override;
+  bool read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
+                   std::string& error) override;
+  bool top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
+                    std::string& error) override;
+
+ private:
+  struct Slot {
+    std::mutex mu;
+    std::unique_ptr<RedisStore> store;
+  };
+  template <typename F>
+  bool with_store(F&& f);
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<size_t> next_{0};
+};
+
+// Time the service reasons in, set by its host: capture time in the gateway, the newest capture
+// time stored in Redis (or wall time) in the replica.
+class SettableClock final : public Clock {
+ public:
+  uint64_t now_ns() const override { return ns_.load(std::memory_order_relaxed); }
+  void advance_to(uint64_t ns) {
+    uint64_t cur = ns_.load(std::memory_order_relaxed);
+    while (ns > cur && !ns_.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
+    }
+  }
+
+ private:
+  std::atomic<uint64_t> ns_{0};
+};
+
+struct StackOptions {
+  ControlOptions control;
+  CoreOptions core;               // prefix, min_samples and window come from `control`
+  size_t read_connections = 4;    // Redis connections for gRPC reads
+  uint32_t watch_refresh_ms = 1000;
+  uint32_t finish_wait_ms = 5000; // bound on the last flush
+};
+
+class ServiceStack final : public SampleSink {
+ public:
+  // nullptr with `error` on bad options or a port that cannot be bound. Redis need not be up:
+  // the writer keeps a backlog and reconnects.
+  static std::unique_ptr<ServiceStack> create(const StackOptions& opts, const Clock& clock,
+                                              std::string& error);
+  ~ServiceStack() override;
+
+  // Report (gRPC threads): queued, handed to the writer by tick() on the host's thread.
+  void submit(const Sample& s) override;
+  // Host thread only (the writer's add/tick are single-threaded).
+  void add(const Sample& s) { writer_->add(s); }
+  void new_connection(const IpAddr& client);
+  void tick(uint64_t capture_now_ns);
+  void set_capture_totals(const CaptureTotals& t) { metrics_.set_capture_totals(t); }
+  bool finish();
+  void shutdown();
+
+  int grpc_port() const { return grpc_port_; }
+  RedisStore& write_store() { return *write_store_; }
+  EstimatesCore& core() { return *core_; }
+
+ private:
+  ServiceStack() = default;
+  void publish_writer_metrics();
+
+  StackOptions opts_;
+  Metrics metrics_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<RedisStore> write_store_;
+  std::unique_ptr<SampleWriter> writer_;
+  std::unique_ptr<StorePool> read_pool_;
+  std::unique_ptr<EstimatesCore> core_;
+  std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<EstimatesService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int grpc_port_ = 0;
+
+  std::mutex report_mu_;
+  std::vector<Sample> reports_;       // guarded by report_mu_
+  std::vector<Sample> reports_spare_; // host thread: swapped with reports_ to drain
+  uint64_t agent_wc_ = 0, agent_rtt_ = 0;
+  std::chrono::steady_clock::time_point last_metrics_{};
+};
+
+} // namespace spand
