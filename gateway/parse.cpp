@@ -176,7 +176,12 @@ inline Drop parse_ipv4(const uint8_t* data, uint32_t caplen, uint32_t wire_len, 
   // Total length 0 is what a capture of a TSO/GSO super-segment shows (the NIC fills it in
   // later); the frame length is then the only length there is, as Wireshark assumes too.
   if (total_bytes == 0) total_bytes = wire_len - off;
-  if (total_bytes < hdr_bytes || total_bytes > wire_len - off) return Drop::kBadIpHeader;
+  // A frame longer on the wire than the IP datagram is padding; a datagram longer than the frame
+  // is impossible, unless the file lost the original length (caplen == wire_len: some old
+  // converters wrote the snap length there), where the IP header is the only truth left.
+  if (total_bytes < hdr_bytes || (total_bytes > wire_len - off && caplen < wire_len)) {
+    return Drop::kBadIpHeader;
+  }
   if (caplen - off < hdr_bytes) return Drop::kTruncatedIp;
   if ((rd16(ip + 6) & kIpv4FragOffsetMask) != 0) return Drop::kIpFragment;
   if (ip[9] != kProtoTcp) return Drop::kNotTcp;
@@ -197,7 +202,7 @@ inline Drop parse_ipv6(const uint8_t* data, uint32_t caplen, uint32_t wire_len, 
   // Payload length 0: a jumbogram or a captured GSO super-segment (BIG TCP); the frame length
   // is the only length there is.
   if (remaining == 0) remaining = room_bytes;
-  if (remaining > room_bytes) return Drop::kBadIpHeader;
+  if (remaining > room_bytes && caplen < wire_len) return Drop::kBadIpHeader; // see parse_ipv4
   uint8_t nh = ip[6];
   uint32_t pos = off + kIpv6HeaderBytes;
   // Each pass consumes at least 8 bytes of `remaining`, so the loop ends.
