@@ -139,6 +139,8 @@ struct Flow {
   uint8_t handshake : 1 = 0; // roles known from the SYN
   uint8_t synack_seen : 1 = 0;
   uint8_t ip_v6 : 1 = 0;
+  uint8_t synack_resent : 1 = 0; // Karn: no SYN-ACK-to-ACK leg
+  uint8_t handshake_done : 1 = 0;
   uint8_t close_kind = 0;    // CloseReason once FIN/RST seen
   HalfFlow half[2];          // indexed by Dir
 

@@ -30,7 +30,7 @@ enum class Drop : uint8_t {
   kNotTcp,           // UDP, ICMP, ...
   kTruncatedTcp,     // capture ends inside the TCP header (options included)
   kBadTcpHeader,     // data offset < 5 or beyond the IP payload
-  kBadTcpOption,     // option length runs past the header or is < 2
+  kBadTcpOption,     // unused as a drop: a bad option is counted (tcp_option_errors), not dropped
   kFlowTableFull,    // a new connection could not be inserted (see flow_table.hpp policy)
   kCount
 };
@@ -84,6 +84,7 @@ struct TcpOptions {
   uint32_t tsval = 0;
   uint32_t tsecr = 0;
   uint8_t sack_count = 0;   // blocks present (at most 4 fit in 40 option bytes)
+  bool malformed = false;   // an option's length was invalid: options after it were skipped
   SackBlock sack[4]{};
 };
 

@@ -153,8 +153,10 @@ inline Drop parse_tcp(const uint8_t* data, uint32_t caplen, uint32_t off, uint32
   const uint32_t hdr_bytes = static_cast<uint32_t>(t[12] >> 4) * 4;
   if (hdr_bytes < kTcpMinHeaderBytes || hdr_bytes > ip_payload_bytes) return Drop::kBadTcpHeader;
   if (caplen - off < hdr_bytes) return Drop::kTruncatedTcp;
-  const Drop d = parse_tcp_options(t, hdr_bytes, out.opt);
-  if (d != Drop::kNone) return d;
+  // A malformed option (length past the header, or < 2) ends option parsing but keeps the
+  // segment: old stacks sent such SYN-ACKs (tcptrace long_rtt.dmp) and the handshake matters more
+  // than the option. The worker counts these as tcp_option_errors.
+  out.opt.malformed = parse_tcp_options(t, hdr_bytes, out.opt) != Drop::kNone;
   out.sport = rd16(t);
   out.dport = rd16(t + 2);
   out.seq = rd32(t + 4);

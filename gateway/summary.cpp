@@ -25,6 +25,7 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
     t.ring_full_flows += c.ring_full_flows;
     t.active_flows += c.active_flows;
     t.orphan_resets += c.orphan_resets;
+    t.tcp_option_errors += c.tcp_option_errors;
   }
   uint64_t dropped = 0;
   for (uint64_t d : t.drops) dropped += d;
@@ -44,6 +45,9 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
                t.samples_wc, t.samples_rtt, t.ring_full_samples, t.ring_full_flows);
   std::fprintf(out, "outputs: %" PRIu64 " flow records, %" PRIu64 " sample records written\n",
                flows_written_, samples_written_);
+  if (t.tcp_option_errors) {
+    std::fprintf(out, "anomaly %-17s %" PRIu64 "\n", "tcp_option_errors", t.tcp_option_errors);
+  }
   for (size_t i = 1; i < t.drops.size(); ++i) {
     if (t.drops[i]) {
       std::fprintf(out, "drop %-20s %" PRIu64 "\n", drop_name(static_cast<Drop>(i)), t.drops[i]);

@@ -120,15 +120,38 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   ++snd.packets;
   if (p.vlan_outer && !f.vlan) f.vlan = p.vlan_outer;
 
+  // IPv4 IDs: a datagram not newer than the newest this sender emitted is a copy made by the
+  // capture (a resend gets a fresh ID), not a second transmission.
+  const bool ipid_ok = p.ip_version == 4 && p.ip_id != 0;
+  const bool old_ip_id =
+      ipid_ok && (snd.flags & kHfIpIdKnown) && int16_t(p.ip_id - snd.max_ip_id) <= 0;
+  if (ipid_ok && !old_ip_id) {
+    snd.max_ip_id = p.ip_id;
+    snd.flags |= kHfIpIdKnown;
+  }
+
+  if ((p.flags & kSyn) && (snd.flags & kHfSynSeen) && p.seq == snd.isn) {
+    if (old_ip_id) {
+      bump(snd.capture_dups);
+      return;
+    }
+    // A resent SYN or SYN-ACK: only the SYN timer sends these. Karn: the SYN-ACK-to-ACK leg
+    // becomes ambiguous; the SYN-to-SYN-ACK leg restarts from the newest SYN below.
+    bump(snd.rexmt_timeout);
+    bump(snd.loss_timeout);
+    if (p.flags & kAck) f.synack_resent = 1;
+  }
   if (p.flags & kSyn) {
     if (p.opt.mss) snd.mss_opt = p.opt.mss;
     if (p.opt.wscale != 0xff) snd.wscale = p.opt.wscale;
     if (p.opt.sack_permitted) snd.flags |= kHfSackPermitted;
     if (p.opt.has_ts) snd.flags |= kHfTimestamps;
+    if (!(snd.flags & kHfSeqKnown) || !seq_gt(snd.snd_max, p.seq + 1)) {
+      snd.snd_max = p.seq + 1;
+      snd.round_end = snd.snd_max;
+    }
     snd.flags |= kHfSynSeen | kHfSeqKnown;
     snd.isn = p.seq;
-    if (!seq_gt(snd.snd_max, p.seq + 1)) snd.snd_max = p.seq + 1;
-    snd.round_end = snd.snd_max;
     if (!(p.flags & kAck)) {
       if (d == Dir::kC2S) f.syn_us = now_us; // Karn: a resent SYN restarts the handshake timer
     } else if (!f.synack_seen) {
@@ -145,17 +168,18 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
 
   // Handshake completes: the client's first ACK of the SYN-ACK.
   if (d == Dir::kC2S && (p.flags & (kAck | kSyn)) == kAck && f.synack_seen &&
-      f.synack_ack_us < 0 && p.ack == f.h(Dir::kS2C).isn + 1) {
-    f.synack_ack_us = int32_t(now_us - f.synack_us);
+      !f.handshake_done && p.ack == f.h(Dir::kS2C).isn + 1) {
+    f.handshake_done = 1;
+    if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.synack_us);
     if (f.phase == FlowPhase::kSynOnly) f.phase = FlowPhase::kEstablished;
-    if (f.syn_synack_us >= 0) {
+    if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0) {
       rtt_sample(f, Dir::kS2C, uint32_t(f.syn_synack_us + f.synack_ack_us), RttSource::kHandshake);
     }
   }
 
   if (p.flags & kAck) on_ack(f, opposite(d), p, now_us);
   if (p.opt.has_ts && (p.flags & kAck)) on_timestamp_echo(f, opposite(d), p.opt.tsecr, now_us);
-  if (p.payload_len > 0 || (p.flags & kFin)) on_data(f, d, p, now_us);
+  if (p.payload_len > 0 || (p.flags & kFin)) on_data(f, d, p, now_us, old_ip_id);
 
   if (p.flags & kFin) {
     snd.flags |= kHfFinSeen;
@@ -178,7 +202,7 @@ uint32_t Tracker::flight_segments(const HalfFlow& h, uint32_t extra_bytes) const
   return (flight + mss - 1) / mss;
 }
 
-void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
+void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id) {
   HalfFlow& h = f.h(d);
   const HalfFlow& peer = f.h(opposite(d));
   uint32_t seq = p.seq;
@@ -207,10 +231,9 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   const uint16_t sig = fold_sig(p);
 
   if (below && len > 0) {
-    // 1. A copy made by the capture: the IPv4 datagram is not newer than the newest one this
-    //    sender emitted (a resend gets a fresh ID), or, without usable IDs, the very same segment
-    //    again within microseconds.
-    const bool old_id = ipid_ok && (h.flags & kHfIpIdKnown) && int16_t(p.ip_id - h.max_ip_id) <= 0;
+    // A copy made by the capture: an old IPv4 ID (see on_packet), or, without usable IDs, the
+    // very same segment again within microseconds.
+    const bool old_id = old_ip_id;
     const bool same_again = !ipid_ok && seq == h.last_seq && sig == h.last_sig &&
                             now_us - h.last_data_us <= cfg_.dup_window_us;
     const bool in_hole = (h.flags & kHfHoleValid) && seq_ge(seq, h.hole_lo) &&
@@ -220,11 +243,6 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
       return; // the sender sent it once: nothing else changes
     }
   }
-  if (ipid_ok) {
-    if (!(h.flags & kHfIpIdKnown) || int16_t(p.ip_id - h.max_ip_id) > 0) h.max_ip_id = p.ip_id;
-    h.flags |= kHfIpIdKnown;
-  }
-
   ++h.data_packets;
   h.bytes += len;
   if (len > 0) {

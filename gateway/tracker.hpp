@@ -51,7 +51,7 @@ class Tracker {
   static uint32_t cwnd_segments(const HalfFlow& h) { return (h.cwnd_q8 + 255) >> 8; }
 
  private:
-  void on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us);
+  void on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id);
   void on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us);
   void on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us);
   void start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us);

@@ -54,6 +54,7 @@ bool Worker::expired(const Flow& f) const {
 
 void Worker::handle_packet(const ParsedPacket& p) {
   ++counters_.tcp_packets;
+  if (p.opt.malformed) ++counters_.tcp_option_errors;
   if (p.ts_ns > now_ns_) now_ns_ = p.ts_ns;
   bool src_is_lo = false;
   const FlowKey key = make_key(p, src_is_lo);

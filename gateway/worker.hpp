@@ -39,6 +39,7 @@ struct WorkerCounters {
   uint64_t ring_full_samples = 0; // samples lost because the control side lagged
   uint64_t ring_full_flows = 0;   // flow records lost for the same reason
   uint64_t active_flows = 0;
+  uint64_t tcp_option_errors = 0; // segments kept with malformed options skipped
   uint64_t orphan_resets = 0;   // RST for a connection not in the table (not tracked)
 };
 
