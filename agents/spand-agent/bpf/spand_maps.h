@@ -1,0 +1,91 @@
+/* The one definition of the maps shared by the sock_ops program (spand_sockops.bpf.c) and
+ * user space (spand-agent, spand_tune). Plain C with fixed-width types so that both clang
+ * -target bpf and the host compilers lay the structs out identically. */
+#ifndef SPAND_MAPS_H
+#define SPAND_MAPS_H
+
+#ifdef __bpf__
+#include <linux/types.h>
+typedef __u8 spand_u8;
+typedef __u16 spand_u16;
+typedef __u32 spand_u32;
+typedef __u64 spand_u64;
+#else
+#include <stdint.h>
+typedef uint8_t spand_u8;
+typedef uint16_t spand_u16;
+typedef uint32_t spand_u32;
+typedef uint64_t spand_u64;
+#endif
+
+/* Pin paths under bpffs: spand_tune opens the tune map by this name, a restarted agent finds
+ * the previous instance's link and maps by these names. */
+#define SPAND_PIN_DIR "/sys/fs/bpf/spand"
+#define SPAND_PIN_LINK SPAND_PIN_DIR "/sockops_link"
+#define SPAND_PIN_PREFIX_MAP SPAND_PIN_DIR "/prefix_policy"
+#define SPAND_PIN_TUNE_MAP SPAND_PIN_DIR "/sock_tune"
+#define SPAND_PIN_STATS_MAP SPAND_PIN_DIR "/stats"
+
+/* LPM key: the local port is the leading 16 bits so that one trie holds per-port policies
+ * (cwnd_opt depends on the port's typical response size); port 0 is the fallback for any
+ * port. Addresses are IPv6; IPv4 is stored IPv4-mapped (::ffff:a.b.c.d). prefixlen counts
+ * bits of port + address: 16 + 96 + 24 for an IPv4 /24. */
+#define SPAND_KEY_PORT_BITS 16u
+#define SPAND_KEY_V4MAPPED_BITS 96u
+struct spand_prefix_key {
+  spand_u32 prefixlen;
+  spand_u8 data[18]; /* port (network order) then the 16-byte address */
+};
+
+/* spand_policy.flags */
+#define SPAND_POLICY_SET_CC 0x1u       /* switch congestion control to cc_name */
+#define SPAND_POLICY_SKIP_SS 0x2u      /* ssthresh := init_cwnd (via TCP_BPF_SNDCWND_CLAMP) */
+#define SPAND_POLICY_CA_EMULATE 0x4u   /* after the first window: raise the clamp 1 seg/RTT */
+/* spand_sock_state.flags only: the first window is paced, lift the rate after it */
+#define SPAND_STATE_PACED 0x100u
+
+#define SPAND_CC_NAME_LEN 16
+
+struct spand_policy {
+  spand_u32 init_cwnd_segments;      /* TCP_BPF_IW; 0 = leave the kernel default */
+  spand_u32 flags;                   /* SPAND_POLICY_* */
+  spand_u64 pacing_rate_bytes_per_s; /* SO_MAX_PACING_RATE for the first window; 0 = none */
+  spand_u32 syn_rto_jiffies;         /* BPF_SOCK_OPS_TIMEOUT_INIT reply; 0 = kernel default */
+  /* The estimate behind the numbers above, for spand_tune's per-socket cwnd_opt. */
+  spand_u32 wc_segments;
+  spand_u32 srtt_us;
+  spand_u32 acked_per_ack;           /* b */
+  char cc_name[SPAND_CC_NAME_LEN];   /* with SPAND_POLICY_SET_CC */
+};
+
+/* Per-socket state kept by the program between callbacks, keyed by socket cookie. */
+#define SPAND_PHASE_FIRST_WINDOW 1u /* paced, ssthresh = clamp = init window */
+#define SPAND_PHASE_AFTER 2u        /* pacing lifted; clamp raised once per RTT */
+struct spand_sock_state {
+  spand_u32 phase;
+  spand_u32 flags;                    /* copied from the policy */
+  spand_u64 first_window_bytes;       /* bytes_acked that ends the first window */
+  spand_u32 raise_mark_snd_nxt;       /* next clamp raise once snd_una passes this */
+  spand_u32 pending_tune;             /* 1: a spand_tune request waits for the first data */
+};
+
+/* stats array indices (per-CPU counters read by the agent and the tests) */
+enum spand_stat {
+  SPAND_STAT_LOOKUPS = 0,
+  SPAND_STAT_APPLIED,
+  SPAND_STAT_IW_FAILED,
+  SPAND_STAT_CLAMP_FAILED,
+  SPAND_STAT_PACING_FAILED,
+  SPAND_STAT_CC_FAILED,
+  SPAND_STAT_PACING_LIFTED,
+  SPAND_STAT_CLAMP_RAISED,
+  SPAND_STAT_TUNE_APPLIED,
+  SPAND_STAT_STATE_FULL,
+  SPAND_STAT_RTO_SEEDED,
+  SPAND_STAT_COUNT
+};
+
+#define SPAND_MAX_PREFIXES 65536
+#define SPAND_MAX_SOCKETS 65536
+
+#endif

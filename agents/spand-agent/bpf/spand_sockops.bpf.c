@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: GPL-2.0
+/* spand sock_ops program: applies the agent's per-prefix policy (TCP/SPAND: initial window
+ * cwnd_opt, ssthresh no higher, paced first window, SYN RTO seed) to TCP connections of the
+ * cgroup it is attached to. Kernel mechanisms and their limits: docs/agent.md. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
+
+#include "spand_maps.h"
+
+/* From <sys/socket.h> and <netinet/tcp.h>, which do not compile for the BPF target. */
+#define SPAND_AF_INET 2
+#define SPAND_AF_INET6 10
+#define SPAND_SOL_SOCKET 1
+#define SPAND_SOL_TCP 6
+#define SPAND_SO_MAX_PACING_RATE 47
+#define SPAND_TCP_CONGESTION 13
+#define SPAND_TCP_CLOSE 7 /* BPF_TCP_CLOSE */
+#define SPAND_CLAMP_UNLIMITED 0x7fffffff
+#define SPAND_PACING_UNLIMITED (~0u)
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+  __uint(type, BPF_MAP_TYPE_LPM_TRIE);
+  __uint(max_entries, SPAND_MAX_PREFIXES);
+  __type(key, struct spand_prefix_key);
+  __type(value, struct spand_policy);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+} prefix_policy SEC(".maps");
+
+/* spand_tune requests, keyed by socket cookie; consumed before the socket's first data. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SPAND_MAX_SOCKETS);
+  __type(key, __u64);
+  __type(value, struct spand_policy);
+} sock_tune SEC(".maps");
+
+/* Local ports whose sockets may get a spand_tune request after accept(). */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, 1024);
+  __type(key, __u16);
+  __type(value, __u8);
+} tune_ports SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SPAND_MAX_SOCKETS);
+  __type(key, __u64);
+  __type(value, struct spand_sock_state);
+} sock_state SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+  __uint(max_entries, SPAND_STAT_COUNT);
+  __type(key, __u32);
+  __type(value, __u64);
+} stats SEC(".maps");
+
+static __always_inline void count(__u32 stat) {
+  __u64* v = bpf_map_lookup_elem(&stats, &stat);
+  if (v) *v += 1;
+}
+
+static __always_inline void fill_addr(struct bpf_sock_ops* skops, struct spand_prefix_key* key) {
+  if (skops->family == SPAND_AF_INET) {
+    __u32 ip = skops->remote_ip4; /* network order */
+    key->data[12] = 0xff;
+    key->data[13] = 0xff;
+    __builtin_memcpy(&key->data[14], &ip, 4);
+  } else {
+    __u32 w0 = skops->remote_ip6[0], w1 = skops->remote_ip6[1];
+    __u32 w2 = skops->remote_ip6[2], w3 = skops->remote_ip6[3];
+    __builtin_memcpy(&key->data[2], &w0, 4);
+    __builtin_memcpy(&key->data[6], &w1, 4);
+    __builtin_memcpy(&key->data[10], &w2, 4);
+    __builtin_memcpy(&key->data[14], &w3, 4);
+  }
+}
+
+/* Policy for the socket's local port, else for port 0 (any port). */
+static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* skops) {
+  struct spand_prefix_key key = {};
+  struct spand_policy* pol;
+  __u16 port_be = bpf_htons((__u16)skops->local_port);
+
+  if (skops->family != SPAND_AF_INET && skops->family != SPAND_AF_INET6) return 0;
+  count(SPAND_STAT_LOOKUPS);
+  key.prefixlen = 16 + 128;
+  fill_addr(skops, &key);
+  __builtin_memcpy(&key.data[0], &port_be, 2);
+  pol = bpf_map_lookup_elem(&prefix_policy, &key);
+  if (pol) return pol;
+  key.data[0] = 0;
+  key.data[1] = 0;
+  return bpf_map_lookup_elem(&prefix_policy, &key);
+}
+
+/* Applies a policy at establishment or before the first data. Copies what is needed on the
+ * stack first: map values may be replaced by the agent meanwhile. */
+static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struct spand_policy* p) {
+  __u32 iw = p->init_cwnd_segments;
+  __u32 flags = p->flags;
+  __u64 rate = p->pacing_rate_bytes_per_s;
+  char cc[SPAND_CC_NAME_LEN];
+  int v;
+
+  if (flags & SPAND_POLICY_SET_CC) {
+    __builtin_memcpy(cc, p->cc_name, sizeof(cc));
+    cc[SPAND_CC_NAME_LEN - 1] = 0;
+    /* Before IW and the clamp: initialising a congestion control may reset ssthresh. */
+    if (bpf_setsockopt(skops, SPAND_SOL_TCP, SPAND_TCP_CONGESTION, cc, sizeof(cc)))
+      count(SPAND_STAT_CC_FAILED);
+  }
+  if (iw == 0) return;
+  v = (int)iw;
+  if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_IW, &v, sizeof(v))) {
+    /* Data already left (TCP_BPF_IW needs data_segs_out == 0): leave the socket alone. */
+    count(SPAND_STAT_IW_FAILED);
+    return;
+  }
+  if (flags & SPAND_POLICY_SKIP_SS) {
+    /* The only ssthresh setter bpf_setsockopt has: the clamp sets ssthresh to the same value. */
+    v = (int)iw;
+    if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &v, sizeof(v)))
+      count(SPAND_STAT_CLAMP_FAILED);
+  }
+  if (rate) {
+    /* Setting a finite SO_MAX_PACING_RATE also requests TCP-internal pacing (no fq here).
+     * bpf_setsockopt takes it as a 32-bit int (bytes/s); ~0U means unlimited. */
+    __u32 rate32 = rate >= SPAND_PACING_UNLIMITED ? SPAND_PACING_UNLIMITED - 1 : (__u32)rate;
+    if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &rate32,
+                       sizeof(rate32)))
+      count(SPAND_STAT_PACING_FAILED);
+  }
+  if (rate || (flags & SPAND_POLICY_SKIP_SS)) {
+    __u64 cookie = bpf_get_socket_cookie(skops);
+    struct spand_sock_state st = {};
+    st.phase = SPAND_PHASE_FIRST_WINDOW;
+    st.flags = flags;
+    if (rate) st.flags |= SPAND_STATE_PACED;
+    st.first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
+    if (bpf_map_update_elem(&sock_state, &cookie, &st, BPF_ANY)) {
+      count(SPAND_STAT_STATE_FULL);
+    } else {
+      bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+                                           BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG);
+    }
+  }
+  count(SPAND_STAT_APPLIED);
+}
+
+static __always_inline void on_ack(struct bpf_sock_ops* skops) {
+  __u64 cookie = bpf_get_socket_cookie(skops);
+  struct spand_sock_state* st = bpf_map_lookup_elem(&sock_state, &cookie);
+  int v;
+
+  if (!st) return;
+  if (st->phase == SPAND_PHASE_FIRST_WINDOW) {
+    if (skops->bytes_acked < st->first_window_bytes) return;
+    if (st->flags & SPAND_STATE_PACED) {
+      __u32 unlimited = SPAND_PACING_UNLIMITED;
+      bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &unlimited,
+                     sizeof(unlimited));
+      count(SPAND_STAT_PACING_LIFTED);
+    }
+    if ((st->flags & SPAND_POLICY_SKIP_SS) && (st->flags & SPAND_POLICY_CA_EMULATE)) {
+      st->phase = SPAND_PHASE_AFTER;
+      st->raise_mark_snd_nxt = skops->snd_nxt;
+      return;
+    }
+    if (st->flags & SPAND_POLICY_SKIP_SS) {
+      /* No emulation wanted: drop the clamp (this also lifts ssthresh: slow start resumes). */
+      v = SPAND_CLAMP_UNLIMITED;
+      bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &v, sizeof(v));
+    }
+    bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_RTT_CB_FLAG);
+    bpf_map_delete_elem(&sock_state, &cookie);
+    return;
+  }
+  /* Congestion avoidance under the clamp: the kernel cannot grow cwnd past the clamp, and
+   * raising the clamp also raises ssthresh, so raise both by one segment once per round trip
+   * (Reno's additive increase) when cwnd sits at the clamp. */
+  if ((__s32)(skops->snd_una - st->raise_mark_snd_nxt) < 0) return;
+  if (skops->snd_cwnd < skops->snd_ssthresh) return;
+  v = (int)skops->snd_cwnd + 1;
+  if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &v, sizeof(v)) == 0)
+    count(SPAND_STAT_CLAMP_RAISED);
+  st->raise_mark_snd_nxt = skops->snd_nxt;
+}
+
+/* Before the first data of a socket on a tune port: apply a pending spand_tune request. */
+static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
+  __u64 cookie;
+  struct spand_policy* t;
+  struct spand_policy req;
+
+  if (skops->data_segs_out > 0) {
+    bpf_sock_ops_cb_flags_set(skops,
+                              skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+    return;
+  }
+  cookie = bpf_get_socket_cookie(skops);
+  t = bpf_map_lookup_elem(&sock_tune, &cookie);
+  if (!t) return;
+  __builtin_memcpy(&req, t, sizeof(req));
+  bpf_map_delete_elem(&sock_tune, &cookie);
+  bpf_sock_ops_cb_flags_set(skops,
+                            skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+  apply_policy(skops, &req);
+  count(SPAND_STAT_TUNE_APPLIED);
+}
+
+SEC("sockops")
+int spand_sockops(struct bpf_sock_ops* skops) {
+  struct spand_policy* pol;
+  __u64 cookie;
+
+  switch (skops->op) {
+    case BPF_SOCK_OPS_TIMEOUT_INIT:
+      /* SYN (active) or SYN-ACK (passive) retransmission timeout, in jiffies. */
+      pol = lookup_policy(skops);
+      if (pol && pol->syn_rto_jiffies) {
+        skops->reply = pol->syn_rto_jiffies;
+        count(SPAND_STAT_RTO_SEEDED);
+        return 1;
+      }
+      skops->reply = -1;
+      return 1;
+    case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
+    case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB: {
+      __u16 lport = (__u16)skops->local_port;
+      pol = lookup_policy(skops);
+      if (pol) apply_policy(skops, pol);
+      if (bpf_map_lookup_elem(&tune_ports, &lport))
+        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+                                             BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG |
+                                             BPF_SOCK_OPS_STATE_CB_FLAG);
+      break;
+    }
+    case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
+      on_hdr_opt_len(skops);
+      break;
+    case BPF_SOCK_OPS_RTT_CB:
+      on_ack(skops);
+      break;
+    case BPF_SOCK_OPS_STATE_CB:
+      if (skops->args[1] == SPAND_TCP_CLOSE) {
+        cookie = bpf_get_socket_cookie(skops);
+        bpf_map_delete_elem(&sock_state, &cookie);
+        bpf_map_delete_elem(&sock_tune, &cookie);
+      }
+      break;
+    default:
+      break;
+  }
+  return 1;
+}

@@ -1,0 +1,175 @@
+#include "agent_core.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace spand::agent {
+
+namespace {
+// Re-ask the source this often even when it pushes nothing, so a missed push heals.
+constexpr double kRefetchS = 30;
+constexpr double kBackoffMinS = 0.5;
+constexpr double kBackoffMaxS = 30;
+// Forget a prefix this long after its last connection.
+constexpr double kForgetS = 600;
+}  // namespace
+
+AgentCore::AgentCore(const AgentConfig& cfg, EstimateSource& source, KernelApplier& applier,
+                     Clock& clock, std::set<std::string> available_cc)
+    : cfg_(cfg), source_(source), applier_(applier), clock_(clock),
+      available_cc_(std::move(available_cc)) {
+  double now = clock_.now_s();
+  for (const Prefix& p : cfg_.static_prefixes) {
+    CacheEntry& e = cache_[key_prefix(p)];
+    e.is_static = true;
+    e.last_seen_s = now;
+  }
+}
+
+Prefix AgentCore::key_prefix(const Prefix& remote) const {
+  uint32_t want = remote.v4 ? cfg_.prefix_len_v4 : cfg_.prefix_len_v6;
+  // A configured prefix shorter than the estimate granularity is kept as given.
+  if (remote.len_bits < want) return remote;
+  return remote.truncated(static_cast<uint8_t>(want));
+}
+
+void AgentCore::observe(const Prefix& remote) {
+  double now = clock_.now_s();
+  Prefix p = key_prefix(remote);
+  auto it = cache_.find(p);
+  if (it != cache_.end()) {
+    if (it->second.estimate) ++counters_.cache_hits_total;
+    it->second.last_seen_s = now;
+    return;
+  }
+  CacheEntry& e = cache_[p];
+  e.last_seen_s = now;
+}
+
+std::vector<Prefix> AgentCore::wanted() const {
+  std::vector<Prefix> out;
+  for (const auto& [p, e] : cache_) out.push_back(p);
+  return out;
+}
+
+std::vector<const PortConfig*> AgentCore::ports() const {
+  std::vector<const PortConfig*> out;
+  if (applier_.per_port()) {
+    for (const auto& pc : cfg_.ports) out.push_back(&pc);
+  } else if (const PortConfig* pc = cfg_.port(0)) {
+    out.push_back(pc);  // routes know no ports: the port-0 entry, else the first port
+  } else if (!cfg_.ports.empty()) {
+    out.push_back(&cfg_.ports.front());
+  }
+  return out;
+}
+
+void AgentCore::store(const Estimate& est, double now) {
+  CacheEntry& e = cache_[est.prefix];
+  if (e.last_seen_s == 0) e.last_seen_s = now;
+  e.estimate = est;
+  e.received_s = now;
+  e.backoff_s = 0;
+  e.next_fetch_s = now + kRefetchS;
+}
+
+void AgentCore::reconcile(const Prefix& prefix, CacheEntry& e, double now) {
+  for (const PortConfig* pc : ports()) {
+    PolicyKey key{applier_.per_port() ? pc->port : uint16_t{0}, prefix};
+    Decision d;
+    if (!e.estimate) {
+      d.skip = SkipReason::kNoEstimate;
+    } else {
+      double age = e.estimate->age_s + (now - e.received_s);
+      d = decide(*e.estimate, age, *pc, cfg_.policy, available_cc_);
+    }
+    auto it = installed_.find(key);
+    std::string err;
+    if (d.skip == SkipReason::kNone) {
+      d.policy.key = key;
+      if (it != installed_.end() && it->second == d.policy) continue;
+      if (applier_.upsert(d.policy, err)) {
+        installed_[key] = d.policy;
+        ++counters_.applied_total;
+      } else {
+        ++counters_.apply_errors_total;
+        std::fprintf(stderr, "spand-agent: %s: %s\n", prefix.str().c_str(), err.c_str());
+      }
+    } else if (it != installed_.end()) {
+      // The kernel default comes back: a stale or withdrawn estimate must not linger.
+      if (applier_.remove(key, err))
+        installed_.erase(it);
+      else
+        ++counters_.apply_errors_total;
+      count_skip(d.skip);
+    }
+  }
+}
+
+void AgentCore::tick() {
+  double now = clock_.now_s();
+  for (const Estimate& est : source_.take_updates()) {
+    if (!cache_.count(est.prefix)) continue;  // not ours (any more)
+    store(est, now);
+    auto& e = cache_[est.prefix];
+    // A fresh push decides anew: count the decision even if nothing changes in the kernel.
+    for (const PortConfig* pc : ports()) {
+      Decision d = decide(est, est.age_s, *pc, cfg_.policy, available_cc_);
+      if (d.skip != SkipReason::kNone) count_skip(d.skip);
+    }
+    reconcile(est.prefix, e, now);
+  }
+
+  std::vector<Prefix> forget;
+  for (auto& [prefix, e] : cache_) {
+    if (!e.is_static && now - e.last_seen_s > kForgetS) {
+      forget.push_back(prefix);
+      continue;
+    }
+    if (now >= e.next_fetch_s) {
+      FetchResult r = source_.get(prefix);
+      switch (r.status) {
+        case FetchStatus::kOk:
+          store(*r.estimate, now);
+          for (const PortConfig* pc : ports()) {
+            Decision d = decide(*r.estimate, r.estimate->age_s, *pc, cfg_.policy, available_cc_);
+            if (d.skip != SkipReason::kNone) count_skip(d.skip);
+          }
+          break;
+        case FetchStatus::kNotFound:
+          e.estimate.reset();
+          e.backoff_s = 0;
+          e.next_fetch_s = now + kRefetchS;
+          count_skip(SkipReason::kNoEstimate);
+          break;
+        case FetchStatus::kUnavailable:
+          ++counters_.source_errors_total;
+          count_skip(SkipReason::kUnavailable);
+          e.backoff_s = std::clamp(e.backoff_s * 2, kBackoffMinS, kBackoffMaxS);
+          e.next_fetch_s = now + e.backoff_s;
+          break;
+      }
+    }
+    reconcile(prefix, e, now);
+  }
+  for (const Prefix& p : forget) {
+    CacheEntry& e = cache_[p];
+    e.estimate.reset();
+    reconcile(p, e, now);
+    cache_.erase(p);
+  }
+  std::vector<Prefix> want = wanted();
+  if (want != watched_) {
+    source_.watch(want);
+    watched_ = std::move(want);
+  }
+}
+
+void AgentCore::shutdown() {
+  std::string err;
+  for (const auto& [key, pol] : installed_) applier_.remove(key, err);
+  installed_.clear();
+  applier_.stop();
+}
+
+}  // namespace spand::agent

@@ -1,0 +1,80 @@
+// The daemon's core: which prefixes matter, the estimate cache (honouring each estimate's
+// age), and the reconciliation of decisions into the kernel through a KernelApplier. No I/O
+// of its own, so unit tests drive it with a fake EstimateSource, applier and clock.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "applier.hpp"
+#include "config.hpp"
+#include "estimate.hpp"
+#include "policy.hpp"
+
+namespace spand::agent {
+
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual double now_s() = 0;  // monotonic seconds
+};
+
+struct CoreCounters {
+  uint64_t applied_total = 0;
+  std::array<uint64_t, static_cast<size_t>(SkipReason::kCount)> skipped_total{};
+  uint64_t cache_hits_total = 0;
+  uint64_t source_errors_total = 0;
+  uint64_t apply_errors_total = 0;
+};
+
+class AgentCore {
+ public:
+  AgentCore(const AgentConfig& cfg, EstimateSource& source, KernelApplier& applier, Clock& clock,
+            std::set<std::string> available_cc = {});
+
+  // A connection from `remote` (an address, any length) was seen on a local port.
+  void observe(const Prefix& remote);
+  // Pushed updates, fetches of prefixes without a fresh estimate (with backoff when the
+  // source is unavailable), expiry, and kernel reconciliation.
+  void tick();
+  // Removes everything from the kernel (exit path).
+  void shutdown();
+
+  const CoreCounters& counters() const { return counters_; }
+  size_t installed() const { return installed_.size(); }
+  const std::map<PolicyKey, KernelPolicy>& installed_policies() const { return installed_; }
+  std::vector<Prefix> wanted() const;
+  Prefix key_prefix(const Prefix& remote) const;
+
+ private:
+  struct CacheEntry {
+    std::optional<Estimate> estimate;
+    double received_s = 0;
+    double next_fetch_s = 0;  // refetch or retry time
+    double backoff_s = 0;     // grows while the source is unavailable
+    double last_seen_s = 0;   // last observed connection (or static)
+    bool is_static = false;
+  };
+
+  void store(const Estimate& est, double now);
+  void reconcile(const Prefix& prefix, CacheEntry& e, double now);
+  std::vector<const PortConfig*> ports() const;
+  void count_skip(SkipReason r) { ++counters_.skipped_total[static_cast<size_t>(r)]; }
+
+  const AgentConfig& cfg_;
+  EstimateSource& source_;
+  KernelApplier& applier_;
+  Clock& clock_;
+  std::set<std::string> available_cc_;
+  std::map<Prefix, CacheEntry> cache_;
+  std::map<PolicyKey, KernelPolicy> installed_;
+  std::vector<Prefix> watched_;
+  CoreCounters counters_;
+};
+
+}  // namespace spand::agent

@@ -1,0 +1,188 @@
+#include "bpf_applier.hpp"
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "spand_maps.h"
+#include "spand_sockops.skel.h"
+
+namespace spand::agent {
+
+namespace {
+
+constexpr long kBpfFsMagic = 0xcafe4a11;
+
+bool ensure_bpffs(std::string& error) {
+  struct statfs st{};
+  if (statfs("/sys/fs/bpf", &st) == 0 && st.f_type == kBpfFsMagic) return true;
+  mkdir("/sys/fs/bpf", 0755);
+  if (mount("bpf", "/sys/fs/bpf", "bpf", 0, nullptr) != 0) {
+    error = std::string("cannot mount bpffs on /sys/fs/bpf: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+spand_prefix_key make_key(const PolicyKey& k) {
+  spand_prefix_key key{};
+  key.prefixlen = SPAND_KEY_PORT_BITS + k.prefix.mapped_len_bits();
+  key.data[0] = static_cast<uint8_t>(k.port >> 8);
+  key.data[1] = static_cast<uint8_t>(k.port & 0xff);
+  std::memcpy(&key.data[2], k.prefix.addr.data(), 16);
+  return key;
+}
+
+}  // namespace
+
+int cleanup_stale_bpf() {
+  int removed = 0;
+  int fd = bpf_obj_get(SPAND_PIN_LINK);
+  if (fd >= 0) {
+    // Detach explicitly: other holders of the link (none expected) must not keep it alive.
+    bpf_link_detach(fd);
+    close(fd);
+  }
+  for (const char* pin : {SPAND_PIN_LINK, SPAND_PIN_PREFIX_MAP, SPAND_PIN_TUNE_MAP,
+                          SPAND_PIN_STATS_MAP}) {
+    if (unlink(pin) == 0) ++removed;
+  }
+  return removed;
+}
+
+BpfApplier::BpfApplier(std::string cgroup_path, uint32_t kernel_hz,
+                       std::vector<uint16_t> tune_ports)
+    : cgroup_path_(std::move(cgroup_path)), kernel_hz_(kernel_hz),
+      tune_ports_(std::move(tune_ports)) {}
+
+BpfApplier::~BpfApplier() { stop(); }
+
+bool BpfApplier::start(std::string& error) {
+  if (!ensure_bpffs(error)) return false;
+  mkdir(SPAND_PIN_DIR, 0755);
+  cleanup_stale_bpf();
+
+  skel_ = spand_sockops_bpf__open();
+  if (!skel_) {
+    error = std::string("cannot open the BPF object: ") + std::strerror(errno);
+    return false;
+  }
+  if (int err = spand_sockops_bpf__load(skel_); err) {
+    error = std::string("cannot load the sock_ops program: ") + std::strerror(-err);
+    spand_sockops_bpf__destroy(skel_);
+    skel_ = nullptr;
+    return false;
+  }
+  int cg = open(cgroup_path_.c_str(), O_RDONLY | O_DIRECTORY);
+  if (cg < 0) {
+    error = "cannot open cgroup " + cgroup_path_ + ": " + std::strerror(errno);
+    stop();
+    return false;
+  }
+  link_ = bpf_program__attach_cgroup(skel_->progs.spand_sockops, cg);
+  close(cg);
+  if (!link_) {
+    error = "cannot attach sock_ops to " + cgroup_path_ + ": " + std::strerror(errno);
+    stop();
+    return false;
+  }
+  attached_ = true;
+  // Pinned so that a restarted agent (even after SIGKILL) finds and replaces this instance,
+  // and so that spand_tune can open the tune map.
+  if (bpf_link__pin(link_, SPAND_PIN_LINK) || bpf_map__pin(skel_->maps.prefix_policy,
+                                                           SPAND_PIN_PREFIX_MAP) ||
+      bpf_map__pin(skel_->maps.sock_tune, SPAND_PIN_TUNE_MAP) ||
+      bpf_map__pin(skel_->maps.stats, SPAND_PIN_STATS_MAP)) {
+    error = std::string("cannot pin under " SPAND_PIN_DIR ": ") + std::strerror(errno);
+    stop();
+    return false;
+  }
+  uint8_t one = 1;
+  for (uint16_t port : tune_ports_) {
+    if (bpf_map__update_elem(skel_->maps.tune_ports, &port, sizeof(port), &one, sizeof(one),
+                             BPF_ANY)) {
+      error = std::string("cannot fill tune_ports: ") + std::strerror(errno);
+      stop();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
+  if (!skel_) {
+    error = "not started";
+    return false;
+  }
+  spand_prefix_key key = make_key(p.key);
+  spand_policy val{};
+  val.init_cwnd_segments = p.init_cwnd_segments;
+  if (p.skip_slow_start) val.flags |= SPAND_POLICY_SKIP_SS;
+  if (p.ca_emulate) val.flags |= SPAND_POLICY_CA_EMULATE;
+  if (!p.congestion_control.empty()) {
+    val.flags |= SPAND_POLICY_SET_CC;
+    std::strncpy(val.cc_name, p.congestion_control.c_str(), sizeof(val.cc_name) - 1);
+  }
+  val.pacing_rate_bytes_per_s = p.pacing_rate_bytes_per_s;
+  val.syn_rto_jiffies =
+      p.syn_rto_ms ? static_cast<uint32_t>((uint64_t{p.syn_rto_ms} * kernel_hz_ + 999) / 1000) : 0;
+  val.wc_segments = p.wc_segments;
+  val.srtt_us = p.srtt_us;
+  val.acked_per_ack = p.acked_per_ack;
+  if (bpf_map__update_elem(skel_->maps.prefix_policy, &key, sizeof(key), &val, sizeof(val),
+                           BPF_ANY)) {
+    error = std::string("prefix map update: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+bool BpfApplier::remove(const PolicyKey& k, std::string& error) {
+  if (!skel_) return true;
+  spand_prefix_key key = make_key(k);
+  if (bpf_map__delete_elem(skel_->maps.prefix_policy, &key, sizeof(key), 0) && errno != ENOENT) {
+    error = std::string("prefix map delete: ") + std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+void BpfApplier::stop() {
+  if (link_) {
+    bpf_link__unpin(link_);
+    bpf_link__destroy(link_);  // detaches from the cgroup
+    link_ = nullptr;
+  }
+  attached_ = false;
+  if (skel_) {
+    bpf_map__unpin(skel_->maps.prefix_policy, SPAND_PIN_PREFIX_MAP);
+    bpf_map__unpin(skel_->maps.sock_tune, SPAND_PIN_TUNE_MAP);
+    bpf_map__unpin(skel_->maps.stats, SPAND_PIN_STATS_MAP);
+    spand_sockops_bpf__destroy(skel_);
+    skel_ = nullptr;
+  }
+  rmdir(SPAND_PIN_DIR);
+}
+
+std::vector<uint64_t> BpfApplier::program_stats() const {
+  std::vector<uint64_t> out(SPAND_STAT_COUNT, 0);
+  if (!skel_) return out;
+  int ncpu = libbpf_num_possible_cpus();
+  if (ncpu <= 0) return out;
+  std::vector<uint64_t> per_cpu(static_cast<size_t>(ncpu));
+  for (uint32_t i = 0; i < SPAND_STAT_COUNT; ++i) {
+    if (bpf_map__lookup_elem(skel_->maps.stats, &i, sizeof(i), per_cpu.data(),
+                             per_cpu.size() * sizeof(uint64_t), 0) == 0)
+      for (uint64_t v : per_cpu) out[i] += v;
+  }
+  return out;
+}
+
+}  // namespace spand::agent

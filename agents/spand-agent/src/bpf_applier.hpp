@@ -1,0 +1,45 @@
+// BPF mode: the sock_ops program (bpf/spand_sockops.bpf.c) attached to a cgroup v2 through a
+// pinned bpf_link, and its LPM map kept current. A restart finds the pinned link of a
+// previous instance and detaches it first, so there is never more than one spand program.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "applier.hpp"
+
+struct spand_sockops_bpf;
+struct bpf_link;
+
+namespace spand::agent {
+
+class BpfApplier : public KernelApplier {
+ public:
+  BpfApplier(std::string cgroup_path, uint32_t kernel_hz, std::vector<uint16_t> tune_ports);
+  ~BpfApplier() override;
+  const char* name() const override { return "bpf"; }
+  bool per_port() const override { return true; }
+  bool start(std::string& error) override;
+  bool upsert(const KernelPolicy& policy, std::string& error) override;
+  bool remove(const PolicyKey& key, std::string& error) override;
+  void stop() override;
+  bool active() const override { return attached_; }
+
+  // Per-CPU counters of the program summed (SPAND_STAT_*), for logs and metrics.
+  std::vector<uint64_t> program_stats() const;
+
+ private:
+  std::string cgroup_path_;
+  uint32_t kernel_hz_;
+  std::vector<uint16_t> tune_ports_;
+  spand_sockops_bpf* skel_ = nullptr;
+  ::bpf_link* link_ = nullptr;
+  bool attached_ = false;
+};
+
+// Removes what a previous instance left pinned (link and maps) and detaches its program.
+// Returns how many pins were removed.
+int cleanup_stale_bpf();
+
+}  // namespace spand::agent

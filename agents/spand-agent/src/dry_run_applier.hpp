@@ -1,0 +1,47 @@
+// --dry-run: prints what would be applied and changes nothing in the kernel.
+#pragma once
+
+#include <cstdio>
+
+#include "applier.hpp"
+
+namespace spand::agent {
+
+class DryRunApplier : public KernelApplier {
+ public:
+  DryRunApplier(const char* would_be_mode, bool per_port, std::FILE* out = stdout)
+      : mode_(would_be_mode), per_port_(per_port), out_(out) {}
+  const char* name() const override { return "dry-run"; }
+  bool per_port() const override { return per_port_; }
+  bool start(std::string&) override {
+    std::fprintf(out_, "dry-run: would use %s mode; nothing is changed\n", mode_);
+    std::fflush(out_);
+    return true;
+  }
+  bool upsert(const KernelPolicy& p, std::string&) override {
+    std::fprintf(out_,
+                 "dry-run: apply port=%u prefix=%s init_cwnd=%u ssthresh=%s pacing_Bps=%llu "
+                 "srtt_us=%u syn_rto_ms=%u cc=%s%s\n",
+                 p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments,
+                 p.skip_slow_start ? std::to_string(p.init_cwnd_segments).c_str() : "default",
+                 static_cast<unsigned long long>(p.pacing_rate_bytes_per_s), p.srtt_us,
+                 p.syn_rto_ms, p.congestion_control.empty() ? "default" : p.congestion_control.c_str(),
+                 p.capped ? " (capped)" : "");
+    std::fflush(out_);
+    return true;
+  }
+  bool remove(const PolicyKey& k, std::string&) override {
+    std::fprintf(out_, "dry-run: remove port=%u prefix=%s\n", k.port, k.prefix.str().c_str());
+    std::fflush(out_);
+    return true;
+  }
+  void stop() override {}
+  bool active() const override { return false; }
+
+ private:
+  const char* mode_;
+  bool per_port_;
+  std::FILE* out_;
+};
+
+}  // namespace spand::agent

@@ -1,0 +1,439 @@
+// spand-agent: applies TCP/SPAND estimates to this server's kernel. A thin shell over
+// AgentCore: flags and config, privileges, the kernel applier, sock_diag discovery, the
+// report socket, /metrics, and the signal-driven exit that removes everything it installed.
+#include <getopt.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "agent_core.hpp"
+#include "bpf_applier.hpp"
+#include "config.hpp"
+#include "dry_run_applier.hpp"
+#include "file_source.hpp"
+#include "metrics.hpp"
+#include "route_applier.hpp"
+#include "sock_diag.hpp"
+#include "spand_socket.h"
+#ifdef SPAND_AGENT_GRPC
+#include "grpc_source.hpp"
+#endif
+
+namespace spand::agent {
+namespace {
+
+enum ExitCode { kExitOk = 0, kExitRuntime = 1, kExitUsage = 2, kExitPrivileges = 4 };
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+class SteadyClock : public Clock {
+ public:
+  double now_s() override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+// Logs each kernel change on stderr, the record of what the agent did.
+class LoggingApplier : public KernelApplier {
+ public:
+  explicit LoggingApplier(KernelApplier& inner) : inner_(inner) {}
+  const char* name() const override { return inner_.name(); }
+  bool per_port() const override { return inner_.per_port(); }
+  bool start(std::string& e) override { return inner_.start(e); }
+  bool upsert(const KernelPolicy& p, std::string& e) override {
+    bool ok = inner_.upsert(p, e);
+    if (ok)
+      std::fprintf(stderr,
+                   "spand-agent: applied port=%u prefix=%s init_cwnd=%u ssthresh=%s "
+                   "pacing_Bps=%llu syn_rto_ms=%u%s\n",
+                   p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments,
+                   p.skip_slow_start ? std::to_string(p.init_cwnd_segments).c_str() : "default",
+                   static_cast<unsigned long long>(p.pacing_rate_bytes_per_s), p.syn_rto_ms,
+                   p.capped ? " (capped)" : "");
+    return ok;
+  }
+  bool remove(const PolicyKey& k, std::string& e) override {
+    bool ok = inner_.remove(k, e);
+    if (ok)
+      std::fprintf(stderr, "spand-agent: removed port=%u prefix=%s\n", k.port,
+                   k.prefix.str().c_str());
+    return ok;
+  }
+  void stop() override { inner_.stop(); }
+  bool active() const override { return inner_.active(); }
+
+ private:
+  KernelApplier& inner_;
+};
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+      "usage: spand-agent [options]\n"
+      "  -c, --config FILE          TOML configuration (see deploy/agent.toml.example)\n"
+      "  -s, --server HOST:PORT     spand.v1 estimate service\n"
+      "  -f, --estimates-file FILE  static estimates (JSON) instead of the service\n"
+      "  -m, --mode bpf|route|auto  how to apply (default auto: bpf, else route)\n"
+      "  -g, --cgroup PATH          cgroup v2 directory for the sock_ops program\n"
+      "  -p, --port PORT:BYTES[:B]  a listening port, its typical response size, b (repeat)\n"
+      "  -P, --prefix CIDR          a client prefix to fetch without waiting for a connection\n"
+      "      --max-initial-cwnd N   cap on any initial window (segments, default 64)\n"
+      "      --min-samples N        fewer W_c samples: slow start (default 3)\n"
+      "      --metrics ADDR:PORT    /metrics listener (default 127.0.0.1:9464; '' = off)\n"
+      "      --report-socket PATH   unix datagram socket for spand_report ('' = off)\n"
+      "      --dry-run              print what would be applied; change nothing\n"
+      "      --once                 one refresh, then exit (removing what was applied)\n"
+      "  -h, --help\n");
+}
+
+bool has_cap(int cap) {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  if (syscall(SYS_capget, &hdr, data) != 0) return false;
+  return (data[cap / 32].effective >> (cap % 32)) & 1u;
+}
+
+std::string find_cgroup2() {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream after(line.substr(dash + 3));
+    std::string fstype;
+    after >> fstype;
+    if (fstype != "cgroup2") continue;
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, mnt;
+    fields >> id >> parent >> devno >> root >> mnt;
+    return mnt;
+  }
+  return "";
+}
+
+uint32_t detect_kernel_hz() {
+  std::string cmd = "gzip -dc /proc/config.gz 2>/dev/null | grep '^CONFIG_HZ='";
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    unsigned hz = 0;
+    int n = std::fscanf(p, "CONFIG_HZ=%u", &hz);
+    pclose(p);
+    if (n == 1 && hz) return hz;
+  }
+  std::ifstream boot("/boot/config-" + [] {
+    std::ifstream r("/proc/sys/kernel/osrelease");
+    std::string s;
+    r >> s;
+    return s;
+  }());
+  std::string line;
+  while (std::getline(boot, line))
+    if (line.rfind("CONFIG_HZ=", 0) == 0) return static_cast<uint32_t>(std::stoul(line.substr(10)));
+  return 0;
+}
+
+std::set<std::string> available_cc() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::set<std::string> out;
+  std::string s;
+  while (in >> s) out.insert(s);
+  return out;
+}
+
+bool parse_port_flag(const std::string& s, PortConfig& pc) {
+  unsigned port = 0, b = 1;
+  unsigned long long bytes = 0;
+  int n = std::sscanf(s.c_str(), "%u:%llu:%u", &port, &bytes, &b);
+  if (n < 2 || port > 65535 || bytes == 0 || b < 1 || b > 2) return false;
+  pc.port = static_cast<uint16_t>(port);
+  pc.response_bytes = bytes;
+  pc.acked_per_ack = b;
+  return true;
+}
+
+int open_report_socket(const std::string& path) {
+  int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (s < 0) return -1;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  unlink(path.c_str());
+  if (bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(s);
+    return -1;
+  }
+  chmod(path.c_str(), 0666);  // any local application may report
+  return s;
+}
+
+int run(int argc, char** argv) {
+  AgentConfig cfg;
+  std::string config_path;
+  // Flags win over the file: collect them first, apply after loading it.
+  std::vector<std::pair<int, std::string>> flags;
+  bool once = false;
+  enum { kMaxCwnd = 1000, kMinSamples, kMetrics, kReportSocket, kDryRun, kOnce };
+  static const option opts[] = {
+      {"config", required_argument, nullptr, 'c'},
+      {"server", required_argument, nullptr, 's'},
+      {"estimates-file", required_argument, nullptr, 'f'},
+      {"mode", required_argument, nullptr, 'm'},
+      {"cgroup", required_argument, nullptr, 'g'},
+      {"port", required_argument, nullptr, 'p'},
+      {"prefix", required_argument, nullptr, 'P'},
+      {"max-initial-cwnd", required_argument, nullptr, kMaxCwnd},
+      {"min-samples", required_argument, nullptr, kMinSamples},
+      {"metrics", required_argument, nullptr, kMetrics},
+      {"report-socket", required_argument, nullptr, kReportSocket},
+      {"dry-run", no_argument, nullptr, kDryRun},
+      {"once", no_argument, nullptr, kOnce},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
+  int c;
+  while ((c = getopt_long(argc, argv, "c:s:f:m:g:p:P:h", opts, nullptr)) != -1) {
+    switch (c) {
+      case 'c': config_path = optarg; break;
+      case 'h': usage(stdout); return kExitOk;
+      case kDryRun: cfg.dry_run = true; break;
+      case kOnce: once = true; break;
+      case '?': usage(stderr); return kExitUsage;
+      default: flags.emplace_back(c, optarg); break;
+    }
+  }
+  if (optind < argc) {
+    std::fprintf(stderr, "spand-agent: unexpected argument '%s'\n", argv[optind]);
+    return kExitUsage;
+  }
+  if (!config_path.empty()) {
+    if (auto err = load_config_file(config_path, cfg)) {
+      std::fprintf(stderr, "spand-agent: %s\n", err->message.c_str());
+      return kExitUsage;
+    }
+  }
+  for (auto& [flag, val] : flags) {
+    switch (flag) {
+      case 's': cfg.estimate_server = val; break;
+      case 'f': cfg.estimates_file = val; break;
+      case 'm': {
+        auto m = parse_mode(val);
+        if (!m) {
+          std::fprintf(stderr, "spand-agent: --mode '%s': expected bpf, route or auto\n", val.c_str());
+          return kExitUsage;
+        }
+        cfg.mode = *m;
+        break;
+      }
+      case 'g': cfg.cgroup_path = val; break;
+      case 'p': {
+        PortConfig pc;
+        if (!parse_port_flag(val, pc)) {
+          std::fprintf(stderr, "spand-agent: --port '%s': expected PORT:BYTES[:B]\n", val.c_str());
+          return kExitUsage;
+        }
+        std::erase_if(cfg.ports, [&](const PortConfig& o) { return o.port == pc.port; });
+        cfg.ports.push_back(pc);
+        break;
+      }
+      case 'P': {
+        auto p = Prefix::parse(val);
+        if (!p) {
+          std::fprintf(stderr, "spand-agent: --prefix '%s': not an address or CIDR\n", val.c_str());
+          return kExitUsage;
+        }
+        cfg.static_prefixes.push_back(*p);
+        break;
+      }
+      case kMaxCwnd: cfg.policy.max_initial_cwnd = static_cast<uint32_t>(std::stoul(val)); break;
+      case kMinSamples: cfg.policy.min_samples = std::stoull(val); break;
+      case kMetrics: cfg.metrics_listen = val; break;
+      case kReportSocket: cfg.report_socket = val; break;
+    }
+  }
+  if (auto err = validate(cfg)) {
+    std::fprintf(stderr, "spand-agent: %s\n", err->message.c_str());
+    return kExitUsage;
+  }
+
+  if (!cfg.dry_run) {
+    bool net_admin = has_cap(CAP_NET_ADMIN);
+    bool bpf = has_cap(CAP_BPF) || has_cap(CAP_SYS_ADMIN);
+    bool need_bpf = cfg.mode != Mode::kRoute;
+    if (!net_admin || (cfg.mode == Mode::kBpf && !bpf)) {
+      std::fprintf(stderr,
+                   "spand-agent: missing privileges: %s mode needs CAP_NET_ADMIN%s (have "
+                   "CAP_NET_ADMIN=%s, CAP_BPF=%s). Run as root or grant them (systemd: "
+                   "AmbientCapabilities=CAP_NET_ADMIN CAP_BPF CAP_SYS_ADMIN); --dry-run needs "
+                   "none.\n",
+                   mode_name(cfg.mode), need_bpf ? " and CAP_BPF (or CAP_SYS_ADMIN)" : "",
+                   net_admin ? "yes" : "no", bpf ? "yes" : "no");
+      return kExitPrivileges;
+    }
+  }
+  if (cfg.cgroup_path.empty()) cfg.cgroup_path = find_cgroup2();
+  if (cfg.kernel_hz == 0) cfg.kernel_hz = detect_kernel_hz();
+  if (cfg.kernel_hz == 0) {
+    // Without HZ the SYN RTO reply (in jiffies) cannot be computed: do not seed it.
+    std::fprintf(stderr, "spand-agent: kernel HZ unknown (set agent.kernel_hz); not seeding the SYN RTO\n");
+    cfg.policy.seed_syn_rto = false;
+  }
+
+  // Estimate source.
+  std::unique_ptr<EstimateSource> source;
+#ifdef SPAND_AGENT_GRPC
+  GrpcEstimateSource* grpc_source = nullptr;
+#endif
+  if (!cfg.estimates_file.empty()) {
+    auto fs = std::make_unique<FileEstimateSource>(cfg.estimates_file);
+    std::string err;
+    if (!fs->load(err)) {
+      std::fprintf(stderr, "spand-agent: %s\n", err.c_str());
+      return kExitUsage;
+    }
+    source = std::move(fs);
+  } else {
+#ifdef SPAND_AGENT_GRPC
+    auto gs = std::make_unique<GrpcEstimateSource>(cfg.estimate_server, cfg.grpc_deadline_ms);
+    grpc_source = gs.get();
+    source = std::move(gs);
+#else
+    std::fprintf(stderr, "spand-agent: built without gRPC; use --estimates-file\n");
+    return kExitUsage;
+#endif
+  }
+
+  // Kernel applier.
+  std::vector<uint16_t> tune_ports;
+  for (const auto& pc : cfg.ports)
+    if (pc.tune) tune_ports.push_back(pc.port);
+  std::unique_ptr<KernelApplier> kernel;
+  BpfApplier* bpf_applier = nullptr;
+  RouteApplier* route_applier = nullptr;
+  std::string err;
+  if (cfg.dry_run) {
+    bool bpf_possible = cfg.mode != Mode::kRoute;
+    kernel = std::make_unique<DryRunApplier>(bpf_possible ? "bpf" : "route", bpf_possible);
+    kernel->start(err);
+  } else {
+    if (cfg.mode != Mode::kRoute) {
+      auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports);
+      if (b->start(err)) {
+        bpf_applier = b.get();
+        kernel = std::move(b);
+      } else if (cfg.mode == Mode::kBpf) {
+        std::fprintf(stderr, "spand-agent: bpf mode: %s\n", err.c_str());
+        return kExitRuntime;
+      } else {
+        std::fprintf(stderr, "spand-agent: bpf unavailable (%s); using route mode\n", err.c_str());
+      }
+    }
+    if (!kernel) {
+      auto r = std::make_unique<RouteApplier>();
+      if (!r->start(err)) {
+        std::fprintf(stderr, "spand-agent: route mode: %s\n", err.c_str());
+        return kExitRuntime;
+      }
+      route_applier = r.get();
+      kernel = std::move(r);
+    }
+  }
+  LoggingApplier logged(*kernel);
+
+  std::unique_ptr<AgentMetrics> metrics;
+  if (!cfg.metrics_listen.empty()) {
+    try {
+      metrics = std::make_unique<AgentMetrics>(cfg.metrics_listen);
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "spand-agent: /metrics on %s: %s\n", cfg.metrics_listen.c_str(), ex.what());
+      kernel->stop();
+      return kExitRuntime;
+    }
+  }
+  int report_fd = -1;
+  if (!cfg.report_socket.empty() && !cfg.dry_run) {
+    report_fd = open_report_socket(cfg.report_socket);
+    if (report_fd < 0)
+      std::fprintf(stderr, "spand-agent: report socket %s: %s\n", cfg.report_socket.c_str(), std::strerror(errno));
+  }
+
+  struct sigaction sa{};
+  sa.sa_handler = on_signal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  SteadyClock clock;
+  AgentCore core(cfg, *source, logged, clock, available_cc());
+  std::fprintf(stderr, "spand-agent: running mode=%s cgroup=%s source=%s\n", kernel->name(),
+               bpf_applier ? cfg.cgroup_path.c_str() : "-",
+               cfg.estimates_file.empty() ? cfg.estimate_server.c_str() : cfg.estimates_file.c_str());
+
+  std::vector<ReportItem> reports;
+  while (!g_stop) {
+    std::vector<TcpConn> conns;
+    std::string derr;
+    if (dump_tcp_sockets(conns, derr)) {
+      for (const Prefix& p : accepted_remotes(conns, [&](uint16_t port) {
+             const PortConfig* pc = cfg.port(port);
+             return pc && pc->enabled;
+           }))
+        core.observe(p);
+    }
+    core.tick();
+    uint64_t grpc_errors = 0;
+#ifdef SPAND_AGENT_GRPC
+    if (grpc_source) {
+      grpc_errors = grpc_source->errors();
+      if (!reports.empty() && grpc_source->report(reports)) reports.clear();
+      if (reports.size() > 10000) reports.clear();  // the service is down: drop, do not grow
+    }
+#endif
+    if (metrics)
+      metrics->update(core.counters(), grpc_errors, kernel->active(),
+                      route_applier ? route_applier->routes() : 0);
+    if (once) break;
+    pollfd pfd{report_fd, POLLIN, 0};
+    int n = poll(&pfd, report_fd >= 0 ? 1 : 0, static_cast<int>(cfg.refresh_interval_ms));
+    if (n > 0 && (pfd.revents & POLLIN)) {
+      spand_report_msg msg{};
+      while (recv(report_fd, &msg, sizeof(msg), 0) == static_cast<ssize_t>(sizeof(msg))) {
+        if (msg.magic != SPAND_REPORT_MAGIC) continue;
+        char buf[INET6_ADDRSTRLEN] = {};
+        inet_ntop(static_cast<int>(msg.family), msg.peer_addr, buf, sizeof(buf));
+        ReportItem item;
+        item.client_address = buf;
+        // A connection that ended without retransmission: its cwnd is a W_c sample (DESIGN.md).
+        item.wc_segments = msg.total_retrans == 0 ? msg.snd_cwnd_segments : 0;
+        item.rtt_us = msg.rtt_us;
+        reports.push_back(item);
+      }
+    }
+  }
+  std::fprintf(stderr, "spand-agent: stopping, removing %zu policies\n", core.installed());
+  core.shutdown();
+  if (report_fd >= 0) {
+    close(report_fd);
+    unlink(cfg.report_socket.c_str());
+  }
+  std::fprintf(stderr, "spand-agent: stopped\n");
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace spand::agent
+
+int main(int argc, char** argv) { return spand::agent::run(argc, argv); }

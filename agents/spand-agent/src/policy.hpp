@@ -1,0 +1,63 @@
+// From an estimate to what the kernel should do for one (port, prefix): cwnd_opt via libspand
+// (DESIGN.md Eq. 1-4), caps, pacing rate, RTO seed. Pure: no kernel, no clock.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "config.hpp"
+#include "estimate.hpp"
+
+namespace spand::agent {
+
+enum class SkipReason {
+  kNone = 0,
+  kNoEstimate,     // the source has nothing for the prefix
+  kSlowStart,      // verdict SLOW_START (or unspecified)
+  kTooFewSamples,  // fewer than policy.min_samples
+  kStale,          // older than policy.max_age_s
+  kInvalid,        // W_c or RTT not a usable number
+  kPortDisabled,   // enabled = false for the port
+  kUnavailable,    // the source could not be asked
+  kCount
+};
+const char* skip_reason_name(SkipReason r);
+
+struct PolicyKey {
+  uint16_t port = 0;
+  Prefix prefix;
+  auto operator<=>(const PolicyKey&) const = default;
+};
+
+struct KernelPolicy {
+  PolicyKey key;
+  uint32_t init_cwnd_segments = 0;
+  bool skip_slow_start = false;  // ssthresh := init_cwnd_segments
+  bool ca_emulate = false;
+  uint64_t pacing_rate_bytes_per_s = 0;  // 0: no pacing
+  uint32_t srtt_us = 0;
+  uint32_t rttvar_us = 0;
+  uint32_t syn_rto_ms = 0;  // 0: kernel default
+  uint32_t wc_segments = 0;
+  uint32_t acked_per_ack = 1;
+  std::string congestion_control;  // empty: unchanged
+  bool capped = false;             // cwnd_opt was above max_initial_cwnd
+
+  bool operator==(const KernelPolicy&) const = default;
+};
+
+struct Decision {
+  SkipReason skip = SkipReason::kNone;
+  KernelPolicy policy;  // meaningful when skip == kNone
+};
+
+// `age_now_s` is the estimate's age now (its age when received plus the time since).
+Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
+                const PolicyConfig& policy, const std::set<std::string>& available_cc);
+
+// SYN/SYN-ACK RTO from an RTT: srtt + 4 * rttvar with rttvar = srtt / 2 (RFC 6298's first
+// sample), kept within [200 ms, 1 s]: never longer than the kernel's 1 s default.
+uint32_t syn_rto_ms_for(uint32_t srtt_us);
+
+}  // namespace spand::agent

@@ -1,0 +1,37 @@
+// Which clients connect: a sock_diag (NETLINK_INET_DIAG) dump of TCP sockets, as `ss` does.
+// The agent learns the prefixes to fetch from connections accepted on listening ports.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "prefix.hpp"
+
+namespace spand::agent {
+
+struct TcpConn {
+  uint16_t local_port = 0;
+  Prefix remote;  // full-length address
+  bool listening = false;
+};
+
+// All TCP sockets in LISTEN, SYN_RECV and ESTABLISHED of this network namespace.
+// false with `error` set when the dump fails.
+bool dump_tcp_sockets(std::vector<TcpConn>& out, std::string& error);
+
+// Remote addresses of connections accepted on a listening port that `want_port` accepts.
+template <typename Pred>
+std::vector<Prefix> accepted_remotes(const std::vector<TcpConn>& conns, Pred want_port) {
+  std::set<uint16_t> listening;
+  for (const auto& c : conns)
+    if (c.listening) listening.insert(c.local_port);
+  std::vector<Prefix> out;
+  for (const auto& c : conns)
+    if (!c.listening && listening.count(c.local_port) && want_port(c.local_port))
+      out.push_back(c.remote);
+  return out;
+}
+
+}  // namespace spand::agent
