@@ -1,0 +1,365 @@
+// spandctl: query a spand.v1 estimate server (get, watch, top) and compute cwnd_opt offline
+// (cwnd, from libspand). Usage and output formats: docs/spandctl.md.
+#include <grpcpp/grpcpp.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "spand/v1/estimates.grpc.pb.h"
+#include "spandctl_cwnd.h"
+
+namespace {
+
+using nlohmann::json;
+namespace v1 = spand::v1;
+
+constexpr int kExitOk = 0;
+constexpr int kExitRpcError = 1;
+constexpr int kExitUsage = 2;
+constexpr size_t kBatchLimit = 1000; // the server's BatchGet limit (proto comment)
+constexpr const char* kDefaultServer = "127.0.0.1:50051";
+
+const char* const kHelp =
+    "usage: spandctl [--server HOST:PORT] [--json] [--timeout-ms MS] <command> [args]\n"
+    "\n"
+    "commands:\n"
+    "  get ADDR... [--bytes N] [--mss N] [--b N]\n"
+    "          estimate for each address or prefix (IPv4/IPv6, CIDR); with --bytes, also\n"
+    "          cwnd_opt and the pacing rate for a transfer of N bytes\n"
+    "  watch PREFIX... [--initial] [--count N]\n"
+    "          stream updates (window changed, new inbound connection) until interrupted\n"
+    "          or N events\n"
+    "  top [-n N]\n"
+    "          the N (default 10) prefixes with the most samples in the window\n"
+    "  cwnd --wc N --segments F [--b B] ...\n"
+    "          cwnd_opt computed locally (spandctl cwnd --help)\n"
+    "\n"
+    "options:\n"
+    "  --server HOST:PORT  estimate server (default $SPAND_SERVER, else 127.0.0.1:50051)\n"
+    "  --json              JSON output (get, top: one array; watch: one object per line)\n"
+    "  --timeout-ms MS     deadline of each unary call (default 5000)\n"
+    "exit status: 0 ok, 1 the server returned an error or is unreachable, 2 bad usage\n";
+
+struct Globals {
+  std::string server;
+  bool json = false;
+  long timeout_ms = 5000;
+};
+
+int usage_error(const std::string& msg) {
+  std::cerr << "spandctl: " << msg << "\n(see spandctl --help)\n";
+  return kExitUsage;
+}
+
+bool parse_u64(const char* text, uint64_t& out) {
+  if (!text || !*text || *text == '-') return false;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0') return false;
+  out = v;
+  return true;
+}
+
+const char* code_name(grpc::StatusCode c) {
+  static const char* const kNames[] = {
+      "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
+      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED",
+      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
+      "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",       "DATA_LOSS",
+      "UNAUTHENTICATED"};
+  return size_t(c) < std::size(kNames) ? kNames[c] : "UNKNOWN";
+}
+
+int rpc_error(const Globals& g, const std::string& what, const grpc::Status& st) {
+  std::cerr << "spandctl: " << what << " (" << g.server << "): " << code_name(st.error_code())
+            << ": " << st.error_message() << "\n";
+  return kExitRpcError;
+}
+
+void set_deadline(grpc::ClientContext& ctx, const Globals& g) {
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(g.timeout_ms));
+}
+
+json estimate_json(const v1::Estimate& e) {
+  json j = {{"prefix", e.prefix()},
+            {"samples", e.samples()},
+            {"wc_segments", e.wc_segments()},
+            {"wc_stddev", e.wc_stddev()},
+            {"rtt_samples", e.rtt_samples()},
+            {"rtt_ms", e.rtt_ms()},
+            {"min_rtt_ms", e.min_rtt_ms()},
+            {"age_s", e.age_s()},
+            {"verdict", v1::Verdict_Name(e.verdict())}};
+  if (e.has_cwnd_opt()) j["cwnd_opt"] = e.cwnd_opt();
+  if (e.has_pacing_rate_bps()) j["pacing_rate_bps"] = e.pacing_rate_bps();
+  return j;
+}
+
+void print_table_header(bool with_cwnd, const char* first = nullptr) {
+  if (first) std::printf("%-15s ", first);
+  std::printf("%-22s %8s %8s %8s %9s %9s %8s %-12s", "PREFIX", "SAMPLES", "WC", "STDDEV",
+              "RTT_MS", "MIN_RTT", "AGE_S", "VERDICT");
+  if (with_cwnd) std::printf(" %8s %14s", "CWND_OPT", "PACING_BPS");
+  std::printf("\n");
+}
+
+void print_table_row(const v1::Estimate& e, bool with_cwnd, const char* first = nullptr) {
+  if (first) std::printf("%-15s ", first);
+  std::printf("%-22s %8llu %8.2f %8.2f %9.3f %9.3f %8.1f %-12s", e.prefix().c_str(),
+              (unsigned long long)e.samples(), e.wc_segments(), e.wc_stddev(), e.rtt_ms(),
+              e.min_rtt_ms(), e.age_s(), v1::Verdict_Name(e.verdict()).c_str());
+  if (with_cwnd) {
+    std::printf(" %8u %14llu", e.cwnd_opt(), (unsigned long long)e.pacing_rate_bps());
+  }
+  std::printf("\n");
+}
+
+int cmd_get(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) {
+  std::vector<std::string> addresses;
+  std::optional<uint64_t> bytes, mss, b;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](std::optional<uint64_t>& out) {
+      uint64_t v = 0;
+      if (i + 1 >= argc || !parse_u64(argv[i + 1], v)) return false;
+      out = v;
+      ++i;
+      return true;
+    };
+    if (a == "--bytes") {
+      if (!value(bytes)) return usage_error("--bytes needs a non-negative integer");
+    } else if (a == "--mss") {
+      if (!value(mss) || *mss == 0 || *mss > UINT32_MAX) {
+        return usage_error("--mss needs an integer in 1..4294967295");
+      }
+    } else if (a == "--b") {
+      if (!value(b) || *b == 0 || *b > UINT32_MAX) return usage_error("--b needs an integer >= 1");
+    } else if (a.starts_with("-")) {
+      return usage_error("get: unknown option '" + a + "'");
+    } else {
+      addresses.push_back(a);
+    }
+  }
+  if (addresses.empty()) return usage_error("get: no address given");
+  auto make_request = [&](const std::string& address) {
+    v1::GetRequest r;
+    r.set_address(address);
+    if (bytes) r.set_transfer_bytes(*bytes);
+    if (mss) r.set_mss(uint32_t(*mss));
+    if (b) r.set_acked_per_ack(uint32_t(*b));
+    return r;
+  };
+
+  std::vector<v1::Estimate> estimates;
+  if (addresses.size() == 1) {
+    grpc::ClientContext ctx;
+    set_deadline(ctx, g);
+    v1::Estimate e;
+    const grpc::Status st = stub.Get(&ctx, make_request(addresses[0]), &e);
+    if (!st.ok()) return rpc_error(g, "Get " + addresses[0], st);
+    estimates.push_back(std::move(e));
+  } else {
+    for (size_t start = 0; start < addresses.size(); start += kBatchLimit) {
+      v1::BatchGetRequest req;
+      for (size_t i = start; i < std::min(addresses.size(), start + kBatchLimit); ++i) {
+        *req.add_requests() = make_request(addresses[i]);
+      }
+      grpc::ClientContext ctx;
+      set_deadline(ctx, g);
+      v1::BatchGetResponse resp;
+      const grpc::Status st = stub.BatchGet(&ctx, req, &resp);
+      if (!st.ok()) return rpc_error(g, "BatchGet", st);
+      for (const v1::Estimate& e : resp.estimates()) estimates.push_back(e);
+    }
+  }
+
+  if (g.json) {
+    json out = json::array();
+    for (size_t i = 0; i < estimates.size(); ++i) {
+      json j = estimate_json(estimates[i]);
+      j["address"] = addresses[i];
+      out.push_back(std::move(j));
+    }
+    std::cout << out.dump() << "\n";
+  } else {
+    print_table_header(bytes.has_value(), "ADDRESS");
+    for (size_t i = 0; i < estimates.size(); ++i) {
+      print_table_row(estimates[i], bytes.has_value(), addresses[i].c_str());
+    }
+  }
+  return kExitOk;
+}
+
+grpc::ClientContext* g_watch_ctx = nullptr;
+void on_interrupt(int) {
+  if (g_watch_ctx) g_watch_ctx->TryCancel();
+}
+
+int cmd_watch(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) {
+  v1::WatchRequest req;
+  uint64_t count = 0; // 0 = until interrupted
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--initial") {
+      req.set_initial(true);
+    } else if (a == "--count") {
+      if (i + 1 >= argc || !parse_u64(argv[i + 1], count) || count == 0) {
+        return usage_error("--count needs a positive integer");
+      }
+      ++i;
+    } else if (a.starts_with("-")) {
+      return usage_error("watch: unknown option '" + a + "'");
+    } else {
+      req.add_prefixes(a);
+    }
+  }
+  if (req.prefixes_size() == 0) return usage_error("watch: no prefix given");
+  grpc::ClientContext ctx;
+  g_watch_ctx = &ctx;
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  auto reader = stub.Watch(&ctx, req);
+  v1::WatchEvent ev;
+  uint64_t seen = 0;
+  if (!g.json) {
+    std::printf("%-14s ", "EVENT");
+    print_table_header(false);
+    std::fflush(stdout);
+  }
+  while (reader->Read(&ev)) {
+    if (g.json) {
+      json j = estimate_json(ev.estimate());
+      j["event"] = v1::WatchEvent::Reason_Name(ev.reason());
+      std::cout << j.dump() << std::endl;
+    } else {
+      std::printf("%-14s ", v1::WatchEvent::Reason_Name(ev.reason()).c_str());
+      print_table_row(ev.estimate(), false);
+      std::fflush(stdout);
+    }
+    if (count && ++seen >= count) {
+      ctx.TryCancel();
+      break;
+    }
+  }
+  const grpc::Status st = reader->Finish();
+  g_watch_ctx = nullptr;
+  if (count && seen >= count) return kExitOk;
+  if (st.error_code() == grpc::StatusCode::CANCELLED) return kExitOk; // interrupted
+  return rpc_error(g, "Watch", st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                      "stream ended by the server")
+                                       : st);
+}
+
+int cmd_top(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) {
+  v1::TopRequest req;
+  for (int i = 0; i < argc; ++i) {
+    const std::string a = argv[i];
+    uint64_t n = 0;
+    if ((a == "-n" || a == "--limit") && i + 1 < argc && parse_u64(argv[i + 1], n) && n > 0 &&
+        n <= UINT32_MAX) {
+      req.set_limit(uint32_t(n));
+      ++i;
+    } else {
+      return usage_error("top: expected [-n N] with N >= 1, got '" + a + "'");
+    }
+  }
+  grpc::ClientContext ctx;
+  set_deadline(ctx, g);
+  v1::TopResponse resp;
+  const grpc::Status st = stub.Top(&ctx, req, &resp);
+  if (!st.ok()) return rpc_error(g, "Top", st);
+  if (g.json) {
+    json out = json::array();
+    for (const v1::TopEntry& e : resp.prefixes()) {
+      out.push_back({{"prefix", e.prefix()}, {"samples", e.samples()}});
+    }
+    std::cout << out.dump() << "\n";
+  } else {
+    std::printf("%-4s %-40s %10s\n", "RANK", "PREFIX", "SAMPLES");
+    int rank = 0;
+    for (const v1::TopEntry& e : resp.prefixes()) {
+      std::printf("%-4d %-40s %10llu\n", ++rank, e.prefix().c_str(),
+                  (unsigned long long)e.samples());
+    }
+  }
+  return kExitOk;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  Globals g;
+  if (const char* env = std::getenv("SPAND_SERVER"); env && *env) g.server = env;
+  if (g.server.empty()) g.server = kDefaultServer;
+
+  int i = 1;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help" || a == "help") {
+      std::cout << kHelp;
+      return kExitOk;
+    } else if (a == "--server") {
+      if (i + 1 >= argc) return usage_error("--server needs HOST:PORT");
+      g.server = argv[++i];
+    } else if (a == "--json") {
+      g.json = true;
+    } else if (a == "--timeout-ms") {
+      uint64_t t = 0;
+      if (i + 1 >= argc || !parse_u64(argv[i + 1], t) || t == 0) {
+        return usage_error("--timeout-ms needs a positive integer");
+      }
+      g.timeout_ms = long(t);
+      ++i;
+    } else {
+      break;
+    }
+  }
+  if (i >= argc) {
+    std::cerr << kHelp;
+    return kExitUsage;
+  }
+  const std::string cmd = argv[i];
+  if (cmd == "cwnd") return spand::spandctl_cwnd_main(argc - i, argv + i);
+
+  // Options may also follow the command ("spandctl get 1.2.3.4 --json --server X").
+  std::vector<char*> rest;
+  for (int j = i + 1; j < argc; ++j) {
+    const std::string a = argv[j];
+    if (a == "--json") {
+      g.json = true;
+    } else if (a == "--server" && j + 1 < argc) {
+      g.server = argv[++j];
+    } else if (a == "--timeout-ms" && j + 1 < argc) {
+      uint64_t t = 0;
+      if (!parse_u64(argv[j + 1], t) || t == 0) {
+        return usage_error("--timeout-ms needs a positive integer");
+      }
+      g.timeout_ms = long(t);
+      ++j;
+    } else if (a == "-h" || a == "--help") {
+      std::cout << kHelp;
+      return kExitOk;
+    } else {
+      rest.push_back(argv[j]);
+    }
+  }
+  const int rest_argc = int(rest.size());
+  char** rest_argv = rest.data();
+
+  if (cmd != "get" && cmd != "watch" && cmd != "top") {
+    return usage_error("unknown command '" + cmd + "'");
+  }
+  auto channel = grpc::CreateChannel(g.server, grpc::InsecureChannelCredentials());
+  auto stub = v1::Estimates::NewStub(channel);
+  if (cmd == "get") return cmd_get(g, *stub, rest_argc, rest_argv);
+  if (cmd == "watch") return cmd_watch(g, *stub, rest_argc, rest_argv);
+  return cmd_top(g, *stub, rest_argc, rest_argv);
+}
