@@ -118,6 +118,7 @@ void SampleWriter::flush_once() {
     std::lock_guard lock(mu_);
     ++flush_generation_;
     flushing_ = false;
+    if (flush_generation_ < finish_target_) flush_requested_ = true;
   }
   cv_.notify_all();
 }
@@ -135,14 +136,19 @@ void SampleWriter::run() {
 }
 
 bool SampleWriter::finish(std::chrono::milliseconds max_wait) {
+  // Two flushes: the second carries the activity index of what the first wrote (RedisStore
+  // writes activity one flush late so that it only counts applied updates).
   hand_over(0);
   if (!opts_.background) {
+    flush_once();
     flush_once();
     return backlog_.empty();
   }
   std::unique_lock lock(mu_);
   // A flush already running took its batch before this hand-over: wait for the one after it.
-  uint64_t target = flush_generation_ + (flushing_ ? 2 : 1);
+  uint64_t target = flush_generation_ + (flushing_ ? 3 : 2);
+  finish_target_ = target;
+  flush_requested_ = true;
   cv_.notify_all();
   cv_.wait_for(lock, max_wait, [&] { return flush_generation_ >= target; });
   return flush_generation_ >= target && backlog_gauge_.load() == 0 && handed_.empty();

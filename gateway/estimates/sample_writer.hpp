@@ -102,6 +102,7 @@ class SampleWriter {
   bool stop_ = false;
   bool flushing_ = false;
   uint64_t flush_generation_ = 0; // completed flushes, for finish()
+  uint64_t finish_target_ = 0;    // finish() keeps flushes coming until this generation
 
   // Flush thread only.
   std::deque<PendingUpdate> backlog_;

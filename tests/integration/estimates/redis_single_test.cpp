@@ -1,0 +1,366 @@
+// RedisStore and SampleWriter against one real redis-server started by the test.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "estimate.hpp"
+#include "redis_harness.hpp"
+#include "redis_schema.hpp"
+#include "redis_store.hpp"
+#include "sample_writer.hpp"
+#include "test_data.hpp"
+
+namespace spand::test {
+namespace {
+
+using Wall = SampleWriter::Clock;
+
+RedisStoreOptions store_opts(const RedisServer& srv, uint32_t window_s = 300, uint32_t bucket_s = 10) {
+  RedisStoreOptions o;
+  o.endpoint = srv.endpoint();
+  o.window.window_s = window_s;
+  o.window.bucket_s = bucket_s;
+  o.conn.command_timeout_ms = 2000;
+  return o;
+}
+
+SampleWriterOptions sync_writer(uint32_t backlog_max = 100'000, uint32_t bucket_s = 10) {
+  SampleWriterOptions o;
+  o.background = false;
+  o.bucket_s = bucket_s;
+  o.backlog_max_updates = backlog_max;
+  return o;
+}
+
+// Drives a sync-mode writer: every call is one flush interval of (fake) wall time later.
+struct Driver {
+  SampleWriter& w;
+  Wall::time_point t{};
+  explicit Driver(SampleWriter& writer) : w(writer) { w.tick(0, t); }
+  void flush(uint64_t capture_now_ns) {
+    t += std::chrono::seconds(1);
+    w.tick(capture_now_ns, t);
+  }
+};
+
+void expect_matches(const Accumulator& got, const Expected& want, const std::string& what) {
+  EXPECT_EQ(got.wc_count, want.wc_n) << what;
+  EXPECT_DOUBLE_EQ(got.wc_sum, want.wc_sum) << what;
+  EXPECT_DOUBLE_EQ(got.wc_sumsq, want.wc_sumsq) << what;
+  EXPECT_EQ(got.rtt_count, want.rtt_n) << what;
+  EXPECT_DOUBLE_EQ(got.rtt_sum_us, want.rtt_sum) << what;
+  EXPECT_EQ(got.rtt_min_us, want.rtt_min) << what;
+  EXPECT_EQ(got.newest_ts_ns, want.newest) << what;
+}
+
+class SingleRedis : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new RedisServer();
+    std::string e;
+    ASSERT_TRUE(server_->start(e)) << e;
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    std::string e;
+    if (!server_->running()) {
+      ASSERT_TRUE(server_->start(e)) << e;
+    }
+    RedisConn c;
+    ASSERT_TRUE(server_->connect(c));
+    RedisReply r;
+    ASSERT_TRUE(c.command({"FLUSHALL"}, r, e)) << e;
+  }
+  static RedisServer* server_;
+};
+RedisServer* SingleRedis::server_ = nullptr;
+
+// Samples for `prefixes` prefixes, spread over capture times [t0, t0 + span_s).
+std::vector<Sample> make_samples(uint32_t prefixes, uint64_t t0_ns, uint32_t span_s, uint32_t count, uint64_t seed) {
+  Lcg rng{seed};
+  std::vector<Sample> out;
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t p = rng.next() % prefixes;
+    uint64_t ts = t0_ns + uint64_t(rng.next() % (span_s * 1000)) * 1'000'000ULL + rng.next() % 1000;
+    bool wc = rng.next() % 3 != 0;
+    uint32_t value = wc ? 1 + rng.next() % 200 : 500 + rng.next() % 300'000;
+    out.push_back(make_sample(wc ? SampleKind::kWc : SampleKind::kRtt, client_of(p, rng.next()), value, ts));
+  }
+  std::sort(out.begin(), out.end(), [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; });
+  return out;
+}
+
+TEST_F(SingleRedis, WindowSumsEqualSumsOverRawSamples) {
+  RedisStore store(store_opts(*server_));
+  SampleWriter w(store, sync_writer());
+  Driver d(w);
+  const uint64_t t0 = 1'700'000'000 * kSec;
+  auto samples = make_samples(20, t0, 900, 6000, 42);
+  // Replay: a flush every 10 s of capture time, as a gateway replaying faster than real time.
+  uint64_t next_flush = t0 + 10 * kSec;
+  for (const Sample& s : samples) {
+    while (s.ts_ns >= next_flush) {
+      d.flush(next_flush);
+      next_flush += 10 * kSec;
+    }
+    w.add(s);
+  }
+  d.flush(next_flush);
+  ASSERT_EQ(w.stats().backlog_updates, 0u);
+  ASSERT_EQ(w.stats().flush_errors_total, 0u);
+
+  // With "now" on the last nanosecond of a bucket the window (now - S, now] is whole buckets, so
+  // the plain definition over raw samples must match exactly.
+  for (uint64_t end_s : {t0 / kSec + 300, t0 / kSec + 470, t0 / kSec + 900}) {
+    uint64_t now = end_s * kSec - 1;
+    for (uint32_t p = 0; p < 20; ++p) {
+      Accumulator acc;
+      std::string e;
+      ASSERT_TRUE(store.read_window(prefix24(p), now, acc, e)) << e;
+      Expected want = expected_in(samples, prefix24(p), now - 300 * kSec, now);
+      ASSERT_GT(want.wc_n, 0u);
+      expect_matches(acc, want, prefix24(p).to_string() + " @" + std::to_string(end_s));
+    }
+  }
+  // The batch read gives the same as one at a time.
+  std::vector<Prefix> ps;
+  for (uint32_t p = 0; p < 20; ++p) ps.push_back(prefix24(p));
+  std::vector<Accumulator> accs;
+  std::vector<uint8_t> ok;
+  std::string e;
+  uint64_t now = (t0 / kSec + 900) * kSec - 1;
+  ASSERT_TRUE(store.read_windows(ps, now, accs, ok, e)) << e;
+  for (uint32_t p = 0; p < 20; ++p) expect_matches(accs[p], expected_in(samples, ps[p], now - 300 * kSec, now), "batch");
+
+  // The clock key holds the newest capture time handed to the writer.
+  uint64_t clock = 0;
+  ASSERT_TRUE(store.read_clock(clock, e)) << e;
+  EXPECT_EQ(clock, next_flush);
+
+  // top_prefixes: sample counts per prefix in the window, busiest first. The activity of a flush
+  // is written with the next one, so flush once more first.
+  d.flush(next_flush);
+  std::vector<PrefixActivity> top;
+  ASSERT_TRUE(store.top_prefixes(now, 5, top, e)) << e;
+  ASSERT_EQ(top.size(), 5u);
+  for (size_t i = 0; i < top.size(); ++i) {
+    Expected want = expected_in(samples, top[i].prefix, now - 300 * kSec, now);
+    EXPECT_EQ(top[i].samples, want.wc_n + want.rtt_n) << top[i].prefix.to_string();
+    if (i > 0) {
+      EXPECT_LE(top[i].samples, top[i - 1].samples);
+    }
+  }
+  uint64_t busiest = 0;
+  for (uint32_t p = 0; p < 20; ++p) {
+    Expected want = expected_in(samples, prefix24(p), now - 300 * kSec, now);
+    busiest = std::max(busiest, want.wc_n + want.rtt_n);
+  }
+  EXPECT_EQ(top[0].samples, busiest);
+}
+
+TEST_F(SingleRedis, SamplesOlderThanTheWindowLeaveByCaptureTime) {
+  RedisStore store(store_opts(*server_));
+  SampleWriter w(store, sync_writer());
+  Driver d(w);
+  const uint64_t t = 1'700'000'000 * kSec;
+  for (int i = 0; i < 6; ++i) w.add(make_sample(SampleKind::kWc, client_of(1, i), 20, t + i * kSec));
+  for (int i = 0; i < 2; ++i) w.add(make_sample(SampleKind::kWc, client_of(1, i), 40, t + 250 * kSec));
+  d.flush(t + 250 * kSec);
+
+  auto estimate_at = [&](uint64_t now) {
+    Accumulator acc;
+    std::string e;
+    EXPECT_TRUE(store.read_window(prefix24(1), now, acc, e)) << e;
+    return compute_estimate(acc, now, 5);
+  };
+  // 260 s after the first samples: all 8 are inside.
+  Estimate e1 = estimate_at(t + 260 * kSec);
+  EXPECT_EQ(e1.samples, 8u);
+  EXPECT_EQ(e1.verdict, Verdict::kUseEstimate);
+  EXPECT_DOUBLE_EQ(e1.wc_segments, (6 * 20.0 + 2 * 40.0) / 8);
+  // 310 s after: the first six are older than S = 300 s; two samples remain: slow start.
+  Estimate e2 = estimate_at(t + 310 * kSec);
+  EXPECT_EQ(e2.samples, 2u);
+  EXPECT_EQ(e2.verdict, Verdict::kSlowStart);
+  EXPECT_DOUBLE_EQ(e2.wc_segments, 40.0);
+  EXPECT_DOUBLE_EQ(e2.age_s, 60.0);
+  // 600 s after: nothing.
+  EXPECT_EQ(estimate_at(t + 600 * kSec).samples, 0u);
+}
+
+TEST_F(SingleRedis, TwoWritersCombineAndRetriesAreExactlyOnce) {
+  RedisStore a(store_opts(*server_)), b(store_opts(*server_));
+  ASSERT_NE(a.writer_id(), b.writer_id());
+  const uint64_t t = 1'700'000'000 * kSec;
+  BucketUpdate u;
+  u.prefix = prefix24(7);
+  u.bucket_start_s = t / kSec;
+  for (uint32_t v : {10u, 20u}) u.acc.add(make_sample(SampleKind::kWc, client_of(7, 1), v, t + 1));
+  u.acc.add(make_sample(SampleKind::kRtt, client_of(7, 1), 3000, t + 2));
+  BucketUpdate v = u;
+  v.acc = Accumulator{};
+  v.acc.add(make_sample(SampleKind::kWc, client_of(7, 2), 30, t + 3));
+  v.acc.add(make_sample(SampleKind::kRtt, client_of(7, 2), 2000, t + 1));
+
+  std::vector<PendingUpdate> ua = {{u, 0}}, ub = {{v, 0}};
+  std::vector<uint8_t> applied;
+  std::string e;
+  ASSERT_TRUE(a.write_updates(ua, 0, applied, e)) << e;
+  ASSERT_TRUE(b.write_updates(ub, 0, applied, e)) << e;
+  // The same update again (as after a lost reply): found already applied, not added twice.
+  ASSERT_TRUE(a.write_updates(ua, 0, applied, e)) << e;
+  EXPECT_EQ(applied[0], 1);
+  EXPECT_EQ(a.stats().duplicates_skipped, 1u);
+
+  Accumulator acc;
+  ASSERT_TRUE(a.read_window(prefix24(7), t + 5 * kSec, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 3u);
+  EXPECT_EQ(acc.wc_sum, 60.0);
+  EXPECT_EQ(acc.wc_sumsq, 100.0 + 400.0 + 900.0);
+  EXPECT_EQ(acc.rtt_count, 2u);
+  EXPECT_EQ(acc.rtt_min_us, 2000u);
+  EXPECT_EQ(acc.newest_ts_ns, t + 3);
+
+  // The bucket hash carries a TTL of window + bucket (wall clock, garbage collection only).
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  ASSERT_TRUE(c.command({"TTL", bucket_key(prefix24(7), t / kSec)}, r, e)) << e;
+  EXPECT_GT(r.integer, 300);
+  EXPECT_LE(r.integer, 310);
+}
+
+TEST_F(SingleRedis, ScriptCacheFlushedUnderneathIsReloaded) {
+  RedisStore store(store_opts(*server_));
+  const uint64_t t = 1'700'000'000 * kSec;
+  BucketUpdate u;
+  u.prefix = prefix24(3);
+  u.bucket_start_s = t / kSec;
+  u.acc.add(make_sample(SampleKind::kWc, client_of(3, 1), 12, t));
+  std::string e;
+  ASSERT_TRUE(store.write({u}, e)) << e;
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  ASSERT_TRUE(c.command({"SCRIPT", "FLUSH"}, r, e)) << e;
+  ASSERT_TRUE(store.write({u}, e)) << e; // NOSCRIPT -> SCRIPT LOAD -> retry
+  Accumulator acc;
+  ASSERT_TRUE(store.read_window(prefix24(3), t, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 2u);
+  EXPECT_EQ(acc.wc_sum, 24.0);
+}
+
+TEST_F(SingleRedis, RedisGoesAwayBacklogIsBoundedAndDrains) {
+  RedisStore store(store_opts(*server_));
+  // 10 prefixes per flush, bound 25 updates.
+  SampleWriter w(store, sync_writer(25));
+  Driver d(w);
+  const uint64_t t0 = 1'700'000'000 * kSec;
+  std::vector<Sample> all;
+  uint32_t step = 0;
+  auto one_flush = [&](uint32_t first_prefix) {
+    uint64_t ts = t0 + step * kSec;
+    for (uint32_t p = first_prefix; p < first_prefix + 10; ++p) {
+      Sample s = make_sample(SampleKind::kWc, client_of(p, step), 5 + step, ts);
+      all.push_back(s);
+      w.add(s);
+    }
+    ++step;
+    d.flush(ts);
+  };
+  one_flush(0);
+  one_flush(0);
+  ASSERT_EQ(w.stats().updates_written_total, 20u);
+
+  server_->stop();
+  // Five flushes with Redis gone: 50 updates, 25 kept (oldest dropped), the writer carries on.
+  for (int i = 0; i < 5; ++i) one_flush(100 + 10 * uint32_t(i));
+  WriterStats down = w.stats();
+  EXPECT_EQ(down.flush_errors_total, 5u);
+  EXPECT_EQ(down.backlog_updates, 25u);
+  EXPECT_EQ(down.backlog_dropped_total, 25u);
+  EXPECT_EQ(down.samples_dropped_total, 25u);
+  EXPECT_EQ(down.updates_written_total, 20u);
+
+  std::string e;
+  ASSERT_TRUE(server_->start(e)) << e; // empty again (no persistence): only new writes count
+  // Reconnect happens after the backoff (100 ms doubling, jittered): flush (no new samples)
+  // until drained.
+  ASSERT_TRUE(poll_until(
+      [&] {
+        d.flush(t0 + step * kSec);
+        return w.stats().backlog_updates == 0;
+      },
+      15'000));
+  WriterStats up = w.stats();
+  EXPECT_GE(up.redis_reconnects_total, 1u);
+  EXPECT_EQ(up.backlog_dropped_total, 25u);
+
+  // The backlog drops the oldest first: all of the outage's first flush (prefixes 100..109) and
+  // second (110..119), 5 of the third (120..129; which 5 depends on hash order within a flush),
+  // none of the last two (130..149). What survived is in Redis exactly once.
+  uint64_t now = t0 + step * kSec;
+  int third_present = 0;
+  for (uint32_t p = 100; p < 150; ++p) {
+    Accumulator acc;
+    ASSERT_TRUE(store.read_window(prefix24(p), now, acc, e)) << e;
+    Expected full = expected_in(all, prefix24(p), 0, now);
+    if (p >= 120 && p < 130 && acc.wc_count > 0) ++third_present;
+    if (p >= 130 || (p >= 120 && acc.wc_count > 0)) expect_matches(acc, full, prefix24(p).to_string());
+    else expect_matches(acc, Expected{}, prefix24(p).to_string());
+  }
+  EXPECT_EQ(third_present, 5);
+}
+
+TEST(RedisAuth, RequirePassAndAclUser) {
+  RedisServer srv({"--requirepass", "s3cret", "--user", "gw", "on", ">gwpass", "~spand:*", "+@all"});
+  std::string e;
+  ASSERT_TRUE(srv.start(e)) << e;
+  const uint64_t t = 1'700'000'000 * kSec;
+  BucketUpdate u;
+  u.prefix = prefix24(9);
+  u.bucket_start_s = t / kSec;
+  u.acc.add(make_sample(SampleKind::kWc, client_of(9, 1), 11, t));
+
+  RedisStoreOptions o = store_opts(srv);
+  {
+    RedisStore none(o);
+    EXPECT_FALSE(none.write({u}, e));
+    EXPECT_NE(e.find("NOAUTH"), std::string::npos) << e;
+  }
+  {
+    o.conn.auth.password = "wrong";
+    RedisStore bad(o);
+    EXPECT_FALSE(bad.write({u}, e));
+    EXPECT_NE(e.find("AUTH failed"), std::string::npos) << e;
+    EXPECT_EQ(e.find("wrong"), std::string::npos) << "password leaked into: " << e;
+  }
+  {
+    o.conn.auth.password = "s3cret";
+    RedisStore pw(o);
+    ASSERT_TRUE(pw.write({u}, e)) << e;
+  }
+  {
+    // An ACL user limited to spand:* keys: every key the store touches is under spand:.
+    ASSERT_TRUE(parse_redis_url("redis://gw:gwpass@127.0.0.1:" + std::to_string(srv.port()), o.endpoint,
+                                o.conn.auth, e)) << e;
+    RedisStore acl(o);
+    ASSERT_TRUE(acl.write({u}, e)) << e;
+    ASSERT_TRUE(acl.write({u}, e)) << e; // carries the first write's activity (spand:{g}:act:*)
+    Accumulator acc;
+    ASSERT_TRUE(acl.read_window(prefix24(9), t, acc, e)) << e;
+    EXPECT_EQ(acc.wc_count, 3u);
+    std::vector<PrefixActivity> top;
+    ASSERT_TRUE(acl.top_prefixes(t, 10, top, e)) << e;
+    ASSERT_EQ(top.size(), 1u);
+    // Activity rides with the next write of the same store: pw's was never carried, and the
+    // second acl write's is still pending. Only the first acl write's sample is counted.
+    EXPECT_EQ(top[0].samples, 1u);
+  }
+}
+
+} // namespace
+} // namespace spand::test
