@@ -56,6 +56,14 @@ extern "C" int spand_tune(int fd, uint64_t transfer_bytes, uint32_t* cwnd_out) {
   uint16_t local_port = 0;
   if (!peer_and_port(fd, peer, local_port)) return -errno;
 
+  int ports_fd = bpf_obj_get(SPAND_PIN_TUNE_PORTS_MAP);
+  if (ports_fd < 0) return errno == ENOENT ? SPAND_TUNE_NO_AGENT : -errno;
+  uint8_t enabled = 0;
+  int port_rc = bpf_map_lookup_elem(ports_fd, &local_port, &enabled);
+  close(ports_fd);
+  // The program only watches tune ports for the first data: elsewhere the request would idle.
+  if (port_rc != 0) return SPAND_TUNE_PORT_OFF;
+
   int prefix_fd = bpf_obj_get(SPAND_PIN_PREFIX_MAP);
   if (prefix_fd < 0) return errno == ENOENT ? SPAND_TUNE_NO_AGENT : -errno;
   int tune_fd = bpf_obj_get(SPAND_PIN_TUNE_MAP);

@@ -17,7 +17,8 @@ extern "C" {
 enum {
   SPAND_TUNE_NO_ESTIMATE = 1, /* no policy for the peer's prefix: the kernel default stays */
   SPAND_TUNE_TOO_LATE = 2,    /* data was already sent: the window can no longer be set */
-  SPAND_TUNE_NO_AGENT = 3     /* no spand-agent in BPF mode (no pinned map) */
+  SPAND_TUNE_NO_AGENT = 3,    /* no spand-agent in BPF mode (no pinned map) */
+  SPAND_TUNE_PORT_OFF = 4     /* the local port does not have tune = true in the agent */
 };
 
 /* Asks for the initial window that TCP/SPAND's cwnd_opt gives for `transfer_bytes` on this

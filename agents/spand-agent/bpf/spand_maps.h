@@ -25,6 +25,7 @@ typedef uint64_t spand_u64;
 #define SPAND_PIN_PREFIX_MAP SPAND_PIN_DIR "/prefix_policy"
 #define SPAND_PIN_TUNE_MAP SPAND_PIN_DIR "/sock_tune"
 #define SPAND_PIN_STATS_MAP SPAND_PIN_DIR "/stats"
+#define SPAND_PIN_TUNE_PORTS_MAP SPAND_PIN_DIR "/tune_ports"
 
 /* LPM key: the local port is the leading 16 bits so that one trie holds per-port policies
  * (cwnd_opt depends on the port's typical response size); port 0 is the fallback for any

@@ -29,9 +29,10 @@ struct {
   __uint(map_flags, BPF_F_NO_PREALLOC);
 } prefix_policy SEC(".maps");
 
-/* spand_tune requests, keyed by socket cookie; consumed before the socket's first data. */
+/* spand_tune requests, keyed by socket cookie; consumed before the socket's first data. LRU:
+ * a request for a socket that never sends cannot fill the map. */
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, SPAND_MAX_SOCKETS);
   __type(key, __u64);
   __type(value, struct spand_policy);
@@ -45,8 +46,9 @@ struct {
   __type(value, __u8);
 } tune_ports SEC(".maps");
 
+/* LRU: an entry whose socket's close was missed is evicted, never blocks new sockets. */
 struct {
-  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(type, BPF_MAP_TYPE_LRU_HASH);
   __uint(max_entries, SPAND_MAX_SOCKETS);
   __type(key, __u64);
   __type(value, struct spand_sock_state);

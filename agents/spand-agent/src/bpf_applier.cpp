@@ -51,7 +51,7 @@ int cleanup_stale_bpf() {
     close(fd);
   }
   for (const char* pin : {SPAND_PIN_LINK, SPAND_PIN_PREFIX_MAP, SPAND_PIN_TUNE_MAP,
-                          SPAND_PIN_STATS_MAP}) {
+                          SPAND_PIN_STATS_MAP, SPAND_PIN_TUNE_PORTS_MAP}) {
     if (unlink(pin) == 0) ++removed;
   }
   return removed;
@@ -99,7 +99,8 @@ bool BpfApplier::start(std::string& error) {
   if (bpf_link__pin(link_, SPAND_PIN_LINK) || bpf_map__pin(skel_->maps.prefix_policy,
                                                            SPAND_PIN_PREFIX_MAP) ||
       bpf_map__pin(skel_->maps.sock_tune, SPAND_PIN_TUNE_MAP) ||
-      bpf_map__pin(skel_->maps.stats, SPAND_PIN_STATS_MAP)) {
+      bpf_map__pin(skel_->maps.stats, SPAND_PIN_STATS_MAP) ||
+      bpf_map__pin(skel_->maps.tune_ports, SPAND_PIN_TUNE_PORTS_MAP)) {
     error = std::string("cannot pin under " SPAND_PIN_DIR ": ") + std::strerror(errno);
     stop();
     return false;
@@ -165,6 +166,7 @@ void BpfApplier::stop() {
     bpf_map__unpin(skel_->maps.prefix_policy, SPAND_PIN_PREFIX_MAP);
     bpf_map__unpin(skel_->maps.sock_tune, SPAND_PIN_TUNE_MAP);
     bpf_map__unpin(skel_->maps.stats, SPAND_PIN_STATS_MAP);
+    bpf_map__unpin(skel_->maps.tune_ports, SPAND_PIN_TUNE_PORTS_MAP);
     spand_sockops_bpf__destroy(skel_);
     skel_ = nullptr;
   }
