@@ -53,7 +53,6 @@ enum HalfFlag : uint16_t {
   kHfLossSeen = 1 << 7,    // at least one loss event: no end-of-connection W_c sample
   kHfTimedValid = 1 << 8,  // timed segment pending for a data-to-ACK RTT sample
   kHfTsPending = 1 << 9,   // a TSval waits for its echo
-  kHfHoleValid = 1 << 10,  // `hole_*` holds a gap the sender has not filled yet
   kHfRoundLimited = 1 << 11, // the current round's flight reached the replica's cwnd
   kHfMdPending = 1 << 12,  // measure the decrease once recovery ends
   kHfIpIdKnown = 1 << 13,  // max_ip_id is valid
@@ -66,8 +65,11 @@ struct HalfFlow {
   uint32_t snd_max = 0;   // highest sequence sent + 1
   uint32_t snd_una = 0;   // highest cumulative ACK from the peer
   uint32_t recover = 0;   // snd_max when the current recovery started (NewReno "recover")
-  uint32_t hole_lo = 0;   // one unfilled gap [hole_lo, hole_hi) below snd_max: a segment
-  uint32_t hole_hi = 0;   // landing here was never sent before the monitor saw it (reordering)
+  // Unfilled gaps [hole_lo, hole_hi) below snd_max (empty when lo == hi): a segment landing in
+  // one was never seen before at the monitor, so it is reordering, not a resend.
+  static constexpr int kHoles = 3;
+  uint32_t hole_lo[kHoles]{};
+  uint32_t hole_hi[kHoles]{};
   uint32_t timed_end = 0; // Karn: end of the segment being timed for a data-to-ACK sample
   uint32_t ts_val = 0;    // TSval being timed for an echo sample
   uint32_t round_end = 0; // snd_max at the start of the current round (one flight)
@@ -106,6 +108,7 @@ struct HalfFlow {
   uint16_t rexmt_timeout = 0;
   uint16_t rexmt_other = 0;
   uint16_t rexmt_spurious = 0;
+  uint16_t dsacks = 0;       // DSACK reports received for this sender's data
   uint16_t reordered = 0;
   uint16_t capture_dups = 0;
   uint16_t loss_fast = 0;

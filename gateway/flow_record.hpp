@@ -21,6 +21,7 @@ struct HalfRecord {
   uint32_t rexmt_fast = 0;          // sent during dupack/SACK recovery
   uint32_t rexmt_timeout = 0;       // sent after a retransmission timeout
   uint32_t rexmt_spurious = 0;      // shown unnecessary by a DSACK
+  uint32_t dsacks = 0;              // DSACK reports for this sender (a network duplicate too)
   uint32_t reordered_packets = 0;   // arrived below the highest sequence but never sent before
   uint32_t capture_dups = 0;        // identical copies made by the capture, not by the sender
   uint32_t loss_events_fast = 0;    // loss events recovered by fast retransmit

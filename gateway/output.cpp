@@ -21,6 +21,7 @@ ordered_json half_to_json(const HalfRecord& h) {
   j["rexmt_fast"] = h.rexmt_fast;
   j["rexmt_timeout"] = h.rexmt_timeout;
   j["rexmt_spurious"] = h.rexmt_spurious;
+  j["dsacks"] = h.dsacks;
   j["reordered_packets"] = h.reordered_packets;
   j["capture_dups"] = h.capture_dups;
   j["loss_events_fast"] = h.loss_events_fast;

@@ -31,6 +31,27 @@ inline uint32_t mss_cap(const HalfFlow& sender, const HalfFlow& receiver) {
   return receiver.mss_opt > opt ? receiver.mss_opt - opt : receiver.mss_opt;
 }
 
+int find_hole(const HalfFlow& h, uint32_t seq) {
+  for (int i = 0; i < HalfFlow::kHoles; ++i) {
+    if (seq_ge(seq, h.hole_lo[i]) && seq_lt(seq, h.hole_hi[i])) return i;
+  }
+  return -1;
+}
+
+// Remembers a gap; with no free slot the lowest (oldest) gap gives way.
+void add_hole(HalfFlow& h, uint32_t lo, uint32_t hi) {
+  int slot = 0;
+  for (int i = 0; i < HalfFlow::kHoles; ++i) {
+    if (h.hole_lo[i] == h.hole_hi[i]) {
+      slot = i;
+      break;
+    }
+    if (seq_lt(h.hole_lo[i], h.hole_lo[slot])) slot = i;
+  }
+  h.hole_lo[slot] = lo;
+  h.hole_hi[slot] = hi;
+}
+
 bool addr_in(const Prefix& pfx, const IpAddr& a) { return prefix_with_len(a, pfx.len) == pfx; }
 
 } // namespace
@@ -161,6 +182,11 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
     }
   }
   if (p.flags & kRst) {
+    // A refused connection: the RST-ACK answers the SYN, one leg of the handshake RTT.
+    if (d == Dir::kS2C && (p.flags & kAck) && !f.synack_seen && f.syn_synack_us < 0 &&
+        (f.h(Dir::kC2S).flags & kHfSynSeen) && p.ack == f.h(Dir::kC2S).isn + 1) {
+      f.syn_synack_us = int32_t(now_us - f.syn_us);
+    }
     snd.flags |= kHfRstSeen;
     f.close_kind = uint8_t(CloseReason::kRst);
     f.phase = FlowPhase::kClosing;
@@ -230,15 +256,13 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   const bool ipid_ok = p.ip_version == 4 && p.ip_id != 0;
   const uint16_t sig = fold_sig(p);
 
-  if (below && len > 0) {
+  if (below && (len > 0 || (p.flags & kFin))) {
     // A copy made by the capture: an old IPv4 ID (see on_packet), or, without usable IDs, the
     // very same segment again within microseconds.
     const bool old_id = old_ip_id;
     const bool same_again = !ipid_ok && seq == h.last_seq && sig == h.last_sig &&
                             now_us - h.last_data_us <= cfg_.dup_window_us;
-    const bool in_hole = (h.flags & kHfHoleValid) && seq_ge(seq, h.hole_lo) &&
-                         seq_lt(seq, h.hole_hi);
-    if ((old_id || same_again) && !in_hole) {
+    if ((old_id || same_again) && find_hole(h, seq) < 0) {
       bump(h.capture_dups);
       return; // the sender sent it once: nothing else changes
     }
@@ -260,11 +284,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   }
 
   if (!below) {
-    if (seq_gt(seq, h.snd_max) && !(h.flags & kHfHoleValid)) {
-      h.hole_lo = h.snd_max; // bytes the monitor never saw: a later fill is not a resend
-      h.hole_hi = seq;
-      h.flags |= kHfHoleValid;
-    }
+    if (seq_gt(seq, h.snd_max)) add_hole(h, h.snd_max, seq); // bytes the monitor never saw
     h.unique_bytes += end - seq;
     h.snd_max = end;
     if (!(h.flags & kHfTimedValid) && len > 0) {
@@ -277,16 +297,23 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
       h.ts_us = now_us;
       h.flags |= kHfTsPending;
     }
-  } else if ((h.flags & kHfHoleValid) && seq_ge(seq, h.hole_lo) && seq_lt(seq, h.hole_hi)) {
+  } else if (!(h.flags & kHfSynSeen) && seq_lt(seq, h.isn)) {
+    // Picked up mid-stream: bytes below the lowest seen so far are a first sighting too.
+    bump(h.reordered);
+    h.unique_bytes += (seq_lt(end, h.isn) ? end : h.isn) - seq;
+    if (seq_lt(end, h.isn)) add_hole(h, end, h.isn);
+    h.isn = seq;
+  } else if (const int i = find_hole(h, seq); i >= 0) {
     // Fills a gap: first sight of these bytes at the monitor (reordering, or upstream loss).
     bump(h.reordered);
-    h.unique_bytes += std::min(end, h.hole_hi) - seq;
-    if (seq == h.hole_lo) {
-      h.hole_lo = end;
+    const uint32_t lo = h.hole_lo[i], hi = h.hole_hi[i];
+    h.unique_bytes += (seq_lt(end, hi) ? end : hi) - seq;
+    if (seq == lo) {
+      h.hole_lo[i] = seq_lt(end, hi) ? end : hi;
     } else {
-      h.hole_hi = seq; // keep the lower part; the upper part is forgotten
+      h.hole_hi[i] = seq;
+      if (seq_lt(end, hi)) add_hole(h, end, hi); // the part above the segment, if room
     }
-    if (!seq_lt(h.hole_lo, h.hole_hi)) h.flags &= ~kHfHoleValid;
   } else {
     // A retransmission. Karn: the timed segment's sample is now ambiguous.
     if ((h.flags & kHfTimedValid) && seq_lt(seq, h.timed_end)) h.flags &= ~kHfTimedValid;
@@ -390,6 +417,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
                        (p.opt.sack_count > 1 && seq_ge(b0.left, p.opt.sack[1].left) &&
                         seq_le(b0.right, p.opt.sack[1].right));
     const uint32_t resent = uint32_t(h.rexmt_fast) + h.rexmt_timeout + h.rexmt_other;
+    if (dsack) bump(h.dsacks);
     if (dsack && h.rexmt_spurious < resent) bump(h.rexmt_spurious);
   }
   if (seq_gt(ack, h.snd_max)) return; // acks bytes the monitor never saw sent: ignore
@@ -427,7 +455,9 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         break;
     }
     if (seq_ge(ack, h.round_end)) end_round(h);
-    if ((h.flags & kHfHoleValid) && seq_ge(ack, h.hole_hi)) h.flags &= ~kHfHoleValid;
+    for (int i = 0; i < HalfFlow::kHoles; ++i) {
+      if (seq_ge(ack, h.hole_hi[i])) h.hole_lo[i] = h.hole_hi[i]; // acked: the gap is history
+    }
   } else if (ack == h.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
              h.snd_max != h.snd_una) {
     if (h.dupacks != UINT8_MAX) ++h.dupacks;
@@ -525,6 +555,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.rexmt_timeout = h.rexmt_timeout;
     o.rexmt_packets = uint32_t(h.rexmt_fast) + h.rexmt_timeout + h.rexmt_other;
     o.rexmt_spurious = h.rexmt_spurious;
+    o.dsacks = h.dsacks;
     o.reordered_packets = h.reordered;
     o.capture_dups = h.capture_dups;
     o.loss_events_fast = h.loss_fast;
