@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what spand needs, builds it (warnings as errors), and runs every test suite; then
+# builds the core again with AddressSanitizer + UBSan and runs the unit and pcap suites under it.
+# Usage: sudo deploy/test-all.sh        (from anywhere; builds in ./build-test and ./build-asan)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+bash deploy/setup.sh
+
+jobs=$(nproc)
+echo "== format: clang-format --dry-run on the project's C/C++ sources"
+git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | grep -v '^agents/spand-agent/bpf/' |
+  xargs clang-format --dry-run --Werror
+
+echo "== build (warnings as errors)"
+[ -d build-test ] || meson setup build-test -Dwerror=true -Dtests=true
+ninja -C build-test -j "$jobs"
+
+echo "== tests: unit, pcap, integration"
+meson test -C build-test --print-errorlogs --num-processes 1 --suite unit --suite pcap --suite integration
+
+echo "== AddressSanitizer + UBSan: unit and pcap suites"
+[ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+  -Dtests=true -Destimates=disabled -Dagent=disabled
+ninja -C build-asan -j "$jobs"
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
+  meson test -C build-asan --print-errorlogs --num-processes 1 --suite unit --suite pcap
