@@ -152,6 +152,7 @@ void RedisConn::close() {
   if (ctx_) redisFree(ctx_);
   ctx_ = nullptr;
   appended_unsent_ = 0;
+  unflushed_bytes_ = 0;
 }
 
 bool RedisConn::connect(const RedisEndpoint& ep, const RedisConnOptions& opts, std::string& error) {
@@ -195,6 +196,17 @@ void RedisConn::append(const RedisArgv& argv) {
   }
   redisAppendCommandArgv(ctx_, int(argv.size()), ptrs.data(), lens.data());
   ++appended_unsent_;
+  for (size_t l : lens) unflushed_bytes_ += l + 16;
+  // hiredis drops written bytes from the front of one buffer (a memmove of the rest per write):
+  // a 100k-command pipeline kept whole costs quadratic time. Writing as we go keeps it small;
+  // replies are still read only after the whole batch is sent (one round trip).
+  constexpr size_t kFlushBytes = 256 * 1024;
+  if (unflushed_bytes_ >= kFlushBytes) {
+    int done = 0;
+    while (!done && ctx_->err == 0)
+      if (redisBufferWrite(ctx_, &done) != REDIS_OK) break;
+    unflushed_bytes_ = 0;
+  }
 }
 
 bool RedisConn::read(RedisReply& out, std::string& error) {
@@ -202,6 +214,7 @@ bool RedisConn::read(RedisReply& out, std::string& error) {
     error = "redis " + ep_.to_string() + ": not connected";
     return false;
   }
+  unflushed_bytes_ = 0;
   if (appended_unsent_ > 0) {
     ++round_trips_;
     commands_sent_ += appended_unsent_;

@@ -82,6 +82,7 @@ class RedisConn {
   redisContext* ctx_ = nullptr;
   RedisEndpoint ep_;
   size_t appended_unsent_ = 0;
+  size_t unflushed_bytes_ = 0; // approximate size of hiredis's output buffer
   uint64_t round_trips_ = 0;
   uint64_t commands_sent_ = 0;
 };

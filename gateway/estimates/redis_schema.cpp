@@ -70,31 +70,42 @@ constexpr const char* kLuaGreater =
 } // namespace
 
 // KEYS[1] bucket key. ARGV: writer id, seq, wc_n, wc_sum, wc_sumsq, rtt_n, rtt_sum_us,
-// rtt_min_us, newest_ts_ns, origin field, origin samples, ttl_s. Returns 1 if applied, 0 if this
-// writer already applied an update with this or a later seq to the key (a retry after a reply
-// was lost), which makes retries exactly-once.
+// rtt_min_us, newest_ts_ns, origin field ('gw_n' or 'agent_n'), origin samples, ttl_s. Returns 1
+// if applied, 0 if this writer already applied an update with this or a later seq to the key (a
+// retry after a lost reply), which makes retries exactly-once. One HMGET and one HSET: the sums
+// are added in Lua (sample values are integers, and integer sums below 2^53 are exact in Lua's
+// doubles; Redis writes Lua numbers back in shortest round-trip form), which costs less than
+// one HINCRBY per field. EXPIRE only when the key is created.
 const RedisScript& write_bucket_script() {
-  static const RedisScript s = make(std::string(kLuaGreater) + R"lua(
+  static const RedisScript s = make(R"lua(
 local k = KEYS[1]
 local wf = 'w:' .. ARGV[1]
-local last = redis.call('HGET', k, wf)
-if last and tonumber(last) >= tonumber(ARGV[2]) then return 0 end
-redis.call('HSET', k, wf, ARGV[2])
+local origin = ARGV[10]
+local v = redis.call('HMGET', k, wf, 'wc_n', 'wc_sum', 'wc_sumsq', 'rtt_n', 'rtt_sum_us', 'rtt_min_us', 'newest_ts_ns', origin)
+if v[1] and tonumber(v[1]) >= tonumber(ARGV[2]) then return 0 end
+local out = {wf, ARGV[2], origin, (tonumber(v[9]) or 0) + ARGV[11]}
+local n = 4
 if ARGV[3] ~= '0' then
-  redis.call('HINCRBY', k, 'wc_n', ARGV[3])
-  redis.call('HINCRBYFLOAT', k, 'wc_sum', ARGV[4])
-  redis.call('HINCRBYFLOAT', k, 'wc_sumsq', ARGV[5])
+  out[n + 1] = 'wc_n'; out[n + 2] = (tonumber(v[2]) or 0) + ARGV[3]
+  out[n + 3] = 'wc_sum'; out[n + 4] = (tonumber(v[3]) or 0) + ARGV[4]
+  out[n + 5] = 'wc_sumsq'; out[n + 6] = (tonumber(v[4]) or 0) + ARGV[5]
+  n = n + 6
 end
 if ARGV[6] ~= '0' then
-  redis.call('HINCRBY', k, 'rtt_n', ARGV[6])
-  redis.call('HINCRBYFLOAT', k, 'rtt_sum_us', ARGV[7])
-  local m = redis.call('HGET', k, 'rtt_min_us')
-  if not m or tonumber(ARGV[8]) < tonumber(m) then redis.call('HSET', k, 'rtt_min_us', ARGV[8]) end
+  out[n + 1] = 'rtt_n'; out[n + 2] = (tonumber(v[5]) or 0) + ARGV[6]
+  out[n + 3] = 'rtt_sum_us'; out[n + 4] = (tonumber(v[6]) or 0) + ARGV[7]
+  n = n + 4
+  if not v[7] or tonumber(ARGV[8]) < tonumber(v[7]) then
+    out[n + 1] = 'rtt_min_us'; out[n + 2] = ARGV[8]; n = n + 2
+  end
 end
-local t = redis.call('HGET', k, 'newest_ts_ns')
-if not t or gt(ARGV[9], t) then redis.call('HSET', k, 'newest_ts_ns', ARGV[9]) end
-redis.call('HINCRBY', k, ARGV[10], ARGV[11])
-redis.call('EXPIRE', k, ARGV[12])
+local t = v[8]
+local a = ARGV[9]
+if not t or #a > #t or (#a == #t and a > t) then
+  out[n + 1] = 'newest_ts_ns'; out[n + 2] = a; n = n + 2
+end
+redis.call('HSET', k, unpack(out, 1, n))
+if not t then redis.call('EXPIRE', k, ARGV[12]) end
 return 1
 )lua");
   return s;
