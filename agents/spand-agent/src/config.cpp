@@ -95,11 +95,11 @@ class Reader {
 std::optional<ConfigError> read_table(const toml::table& root, const std::string& name,
                                       AgentConfig& cfg) {
   Reader r(name);
-  r.unknown_keys(root, {"agent", "policy", "port", "prefixes"});
+  r.unknown_keys(root, {"agent", "policy", "port"});
   if (const toml::table* a = root["agent"].as_table()) {
     r.unknown_keys(*a, {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
-                        "report_socket", "report_tcp_info", "prefix_len_v4", "prefix_len_v6",
-                        "refresh_interval_ms", "grpc_deadline_ms", "kernel_hz"});
+                        "report_socket", "prefix_len_v4", "prefix_len_v6",
+                        "refresh_interval_ms", "grpc_deadline_ms", "kernel_hz", "prefixes"});
     r.string(*a, "estimate_server", cfg.estimate_server);
     r.string(*a, "estimates_file", cfg.estimates_file);
     if (const toml::node* n = a->get("mode")) {
@@ -115,12 +115,26 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.string(*a, "cgroup", cfg.cgroup_path);
     r.string(*a, "metrics_listen", cfg.metrics_listen);
     r.string(*a, "report_socket", cfg.report_socket);
-    r.boolean(*a, "report_tcp_info", cfg.report_tcp_info);
     r.integer(*a, "prefix_len_v4", cfg.prefix_len_v4, 1, 32);
     r.integer(*a, "prefix_len_v6", cfg.prefix_len_v6, 1, 128);
     r.integer(*a, "refresh_interval_ms", cfg.refresh_interval_ms, 10, 3600000);
     r.integer(*a, "grpc_deadline_ms", cfg.grpc_deadline_ms, 1, 60000);
     r.integer(*a, "kernel_hz", cfg.kernel_hz, 0, 10000);
+    if (const toml::node* n = a->get("prefixes")) {
+      const toml::array* arr = n->as_array();
+      if (!arr) {
+        r.fail(*n, "prefixes: expected an array of strings");
+      } else {
+        for (const toml::node& e : *arr) {
+          auto s = e.value<std::string>();
+          auto p = s ? Prefix::parse(*s) : std::nullopt;
+          if (!p)
+            r.fail(e, "prefixes: '" + (s ? *s : std::string("?")) + "' is not an address or CIDR");
+          else
+            cfg.static_prefixes.push_back(*p);
+        }
+      }
+    }
   } else if (const toml::node* n = root.get("agent")) {
     r.fail(*n, "agent: expected a table");
   }
@@ -162,21 +176,6 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
         for (const auto& other : cfg.ports)
           if (other.port == pc.port) r.fail(e, "port " + std::to_string(pc.port) + " twice");
         cfg.ports.push_back(pc);
-      }
-    }
-  }
-  if (const toml::node* n = root.get("prefixes")) {
-    const toml::array* arr = n->as_array();
-    if (!arr) {
-      r.fail(*n, "prefixes: expected an array of strings");
-    } else {
-      for (const toml::node& e : *arr) {
-        auto s = e.value<std::string>();
-        auto p = s ? Prefix::parse(*s) : std::nullopt;
-        if (!p)
-          r.fail(e, "prefixes: '" + (s ? *s : std::string("?")) + "' is not an address or CIDR");
-        else
-          cfg.static_prefixes.push_back(*p);
       }
     }
   }

@@ -42,7 +42,6 @@ struct AgentConfig {
   std::string cgroup_path;       // empty: the cgroup2 mount found at start
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
   std::string report_socket;     // unix datagram socket for spand_report; empty: off
-  bool report_tcp_info = false;  // sample TCP_INFO of local connections and Report it
   uint32_t prefix_len_v4 = 24;
   uint32_t prefix_len_v6 = 48;
   uint32_t refresh_interval_ms = 1000;

@@ -1,0 +1,82 @@
+#include <gtest/gtest.h>
+
+#include "config.hpp"
+
+namespace spand::agent {
+namespace {
+
+TEST(Config, FullFile) {
+  AgentConfig c;
+  auto err = load_config_string(R"(
+[agent]
+estimate_server = "10.0.0.1:50051"
+mode = "route"
+refresh_interval_ms = 500
+prefixes = ["198.51.100.0/24", "2001:db8::/48"]
+[policy]
+max_initial_cwnd = 32
+high_bdp_cc = "cubic"
+[[port]]
+port = 443
+response_bytes = 50000
+acked_per_ack = 2
+tune = true
+[[port]]
+port = 0
+response_bytes = 10000
+)",
+                                "t.toml", c);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(c.mode, Mode::kRoute);
+  EXPECT_EQ(c.refresh_interval_ms, 500u);
+  EXPECT_EQ(c.policy.max_initial_cwnd, 32u);
+  ASSERT_EQ(c.ports.size(), 2u);
+  EXPECT_EQ(c.port(443)->acked_per_ack, 2u);
+  EXPECT_TRUE(c.port(443)->tune);
+  EXPECT_EQ(c.port(8080)->port, 0);  // falls back to the port-0 entry
+  EXPECT_EQ(c.static_prefixes.size(), 2u);
+  EXPECT_FALSE(validate(c));
+}
+
+struct BadCase {
+  const char* text;
+  const char* where;  // expected "t.toml:LINE:"
+  const char* what;
+};
+
+class ConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ConfigErrors, NameTheLine) {
+  AgentConfig c;
+  auto err = load_config_string(GetParam().text, "t.toml", c);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->message.find(GetParam().where), std::string::npos) << err->message;
+  EXPECT_NE(err->message.find(GetParam().what), std::string::npos) << err->message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Bad, ConfigErrors,
+    ::testing::Values(BadCase{"[agent]\nmode = \"fast\"\n", "t.toml:2:", "mode"},
+                      BadCase{"[agent]\n\nrefresh_interval_ms = 1\n", "t.toml:3:", "out of range"},
+                      BadCase{"[policy]\nmax_initial_cwnd = \"big\"\n", "t.toml:2:", "integer"},
+                      BadCase{"[agent]\nunknown = 1\n", "t.toml:2:", "unknown key"},
+                      BadCase{"[[port]]\nport = 80\n", "t.toml:1:", "response_bytes"},
+                      BadCase{"[agent]\nprefixes = [\"300.1.2.3/24\"]\n", "t.toml:2:", "300.1.2.3"},
+                      BadCase{"[agent\n", "t.toml:1:", ""},
+                      BadCase{"[[port]]\nport = 80\nresponse_bytes = 1\n[[port]]\nport = 80\n"
+                              "response_bytes = 2\n",
+                              "t.toml:4:", "twice"}));
+
+TEST(Config, ValidateNeedsOneSourceAndPorts) {
+  AgentConfig c;
+  EXPECT_TRUE(validate(c));
+  c.estimates_file = "f";
+  EXPECT_TRUE(validate(c));  // no ports
+  c.ports.push_back(PortConfig{80, 1000, 1, true, false});
+  EXPECT_FALSE(validate(c));
+  c.estimate_server = "x:1";
+  EXPECT_TRUE(validate(c));  // both
+}
+
+}  // namespace
+}  // namespace spand::agent
