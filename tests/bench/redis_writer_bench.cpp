@@ -99,7 +99,8 @@ void print(const char* what, const FlushReport& r) {
                 static_cast<unsigned long long>(v.first), static_cast<unsigned long long>(v.second));
 }
 
-void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std::vector<RedisServer*>& servers) {
+void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std::vector<RedisServer*>& servers,
+         bool cluster) {
   std::printf("\n== %s ==\n", title);
   RedisStore store(opts);
   SampleWriterOptions wo;
@@ -146,7 +147,10 @@ void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std
   }
   std::printf("  reference: redis-benchmark -t set,get -n 100000 -q on %s\n",
               servers[0]->endpoint().to_string().c_str());
-  std::string out = sh({"redis-benchmark", "-p", std::to_string(servers[0]->port()), "-t", "set,get", "-n", "100000", "-q"});
+  std::vector<std::string> bench = {"redis-benchmark", "-p", std::to_string(servers[0]->port()), "-t", "set,get",
+                                    "-n", "100000", "-q"};
+  if (cluster) bench.push_back("--cluster"); // follows the slot map, like the store
+  std::string out = sh(bench);
   // redis-benchmark -q redraws its progress line with '\r': keep the final lines only.
   std::string clean;
   for (size_t i = 0; i < out.size(); ++i) {
@@ -181,7 +185,7 @@ int main(int argc, char** argv) {
     RedisStoreOptions o;
     o.endpoint = single.endpoint();
     o.conn.command_timeout_ms = 10'000;
-    run("single redis-server", o, prefixes, {&single});
+    run("single redis-server", o, prefixes, {&single}, false);
   }
   {
     std::vector<std::unique_ptr<RedisServer>> nodes;
@@ -219,7 +223,7 @@ int main(int argc, char** argv) {
     RedisStoreOptions o;
     o.cluster_seeds = {raw[0]->endpoint()};
     o.conn.command_timeout_ms = 10'000;
-    run("3-master Redis Cluster", o, prefixes, raw);
+    run("3-master Redis Cluster", o, prefixes, raw, true);
   }
   return 0;
 }
