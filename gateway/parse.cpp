@@ -204,7 +204,7 @@ inline Drop parse_ipv6(const uint8_t* data, uint32_t caplen, uint32_t wire_len, 
   // Payload length 0: a jumbogram or a captured GSO super-segment (BIG TCP); the frame length
   // is the only length there is.
   if (remaining == 0) remaining = room_bytes;
-  if (remaining > room_bytes && caplen < wire_len) return Drop::kBadIpHeader; // see parse_ipv4
+  if (remaining > room_bytes && caplen < wire_len) return Drop::kBadIpHeader;  // see parse_ipv4
   uint8_t nh = ip[6];
   uint32_t pos = off + kIpv6HeaderBytes;
   // Each pass consumes at least 8 bytes of `remaining`, so the loop ends.

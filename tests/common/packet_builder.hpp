@@ -69,7 +69,7 @@ struct FrameOpts {
   // Both
   uint8_t ip_proto = 6;  // protocol / final next header (6 = TCP; the TCP bytes stay)
   // TCP
-  bool use_raw_tcp_options = false;  // true: raw_tcp_options replace the ones from TcpSeg
+  bool use_raw_tcp_options = false;      // true: raw_tcp_options replace the ones from TcpSeg
   std::vector<uint8_t> raw_tcp_options;  // padded to a multiple of 4 with EOL
   int tcp_data_offset = -1;              // >= 0: write this data-offset nibble instead
 };
@@ -188,13 +188,12 @@ inline std::vector<uint8_t> build_ip_packet(const TcpSeg& s, const FrameOpts& f 
     const int ihl = f.ipv4_ihl >= 0 ? f.ipv4_ihl : static_cast<int>(hdr / 4);
     ip[0] = static_cast<uint8_t>(0x40 | (ihl & 0x0f));
     const size_t total = hdr + tcp.size();
-    detail::put16(ip, 2,
-                  static_cast<uint16_t>(f.ipv4_total_len >= 0 ? f.ipv4_total_len : total));
+    detail::put16(ip, 2, static_cast<uint16_t>(f.ipv4_total_len >= 0 ? f.ipv4_total_len : total));
     detail::put16(ip, 4, f.ip_id);
-    detail::put16(ip, 6,
-                  static_cast<uint16_t>((f.dont_fragment ? 0x4000 : 0) |
-                                        (f.more_fragments ? 0x2000 : 0) |
-                                        (f.frag_offset_8 & 0x1fff)));
+    detail::put16(
+        ip, 6,
+        static_cast<uint16_t>((f.dont_fragment ? 0x4000 : 0) | (f.more_fragments ? 0x2000 : 0) |
+                              (f.frag_offset_8 & 0x1fff)));
     ip[8] = f.ttl;
     ip[9] = f.ip_proto;
     std::copy(src.b, src.b + 4, ip.begin() + 12);
@@ -317,7 +316,9 @@ inline uint32_t wire_len_of(const TcpSeg& s, const FrameOpts& f) {
   return static_cast<uint32_t>(build_wire_frame(s, f).size());
 }
 
-inline uint32_t wire_len_of(const TcpSeg& s) { return wire_len_of(s, FrameOpts{}); }
+inline uint32_t wire_len_of(const TcpSeg& s) {
+  return wire_len_of(s, FrameOpts{});
+}
 
 // Parses the built Ethernet frame; aborts (failing the test) if it does not parse.
 inline ParsedPacket make_packet(const TcpSeg& s, uint64_t ts_ns, const FrameOpts& f = {},

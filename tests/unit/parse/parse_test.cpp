@@ -1,6 +1,8 @@
 // parse_frame: table-driven cases per link type, tag stack, IP version, extension header, TCP
 // option, truncation point and malformation. Expected values come from what the builder was told
 // to put on the wire (or from header sizes counted by hand), never from parse_frame's output.
+#include "parse.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "packet_builder.hpp"
-#include "parse.hpp"
 
 namespace spand {
 namespace {
@@ -210,8 +211,8 @@ class VlanTest : public ::testing::TestWithParam<VlanCase> {};
 TEST_P(VlanTest, TagsLandInOuterAndInner) {
   const VlanCase& c = GetParam();
   for (const char* src : {"10.1.1.1", "2001:db8::5"}) {
-    TcpSeg s = full_seg(src, std::string(src).find(':') != std::string::npos ? "2001:db8::6"
-                                                                              : "10.1.1.2");
+    TcpSeg s =
+        full_seg(src, std::string(src).find(':') != std::string::npos ? "2001:db8::6" : "10.1.1.2");
     s.vlans = c.vids;
     FrameOpts f;
     f.link = c.link;
@@ -360,6 +361,7 @@ struct BadIpCase {
   int ihl;
   int total_len;  // IPv4 total length or IPv6 payload length written into the header
   int trim_wire;  // bytes removed from the end of the frame (wire and capture)
+  uint32_t snap;  // capture length cut (0 = the whole frame is captured)
   Drop want;
 };
 
@@ -379,31 +381,50 @@ TEST_P(BadIpTest, Rejected) {
   }
   std::vector<uint8_t> wire = build_wire_frame(s, f);
   wire.resize(wire.size() - static_cast<size_t>(c.trim_wire));
+  const uint32_t wire_len = static_cast<uint32_t>(wire.size());
+  const uint32_t caplen = c.snap == 0 ? wire_len : std::min(c.snap, wire_len);
   ParsedPacket p;
-  EXPECT_EQ(parse_exact(LinkType::kEthernet, wire, static_cast<uint32_t>(wire.size()),
-                        static_cast<uint32_t>(wire.size()), p),
-            c.want);
+  EXPECT_EQ(parse_exact(LinkType::kEthernet, wire, caplen, wire_len, p), c.want);
 }
 
 // IPv4 frame: 20 IP + 52 TCP + 100 payload = total length 172. IPv6: payload length 152.
+// A length above the frame is only provably wrong when the capture was cut (caplen < wire_len);
+// an uncut record may come from a file that lost the original length (see the next test).
 const BadIpCase kBadIpCases[] = {
-    {"ihl_0", false, 0, -1, 0, Drop::kBadIpHeader},
-    {"ihl_4", false, 4, -1, 0, Drop::kBadIpHeader},
-    {"total_below_ihl", false, -1, 19, 0, Drop::kBadIpHeader},
-    {"ihl_15_above_total", false, 15, 40, 0, Drop::kBadIpHeader},
-    {"total_above_wire", false, -1, 173, 0, Drop::kBadIpHeader},
-    {"wire_one_short", false, -1, -1, 1, Drop::kBadIpHeader},
-    {"total_max", false, -1, 65535, 0, Drop::kBadIpHeader},
-    {"total_leaves_no_tcp_header", false, -1, 39, 0, Drop::kBadTcpHeader},
-    {"total_cuts_options", false, -1, 60, 0, Drop::kBadTcpHeader},
-    {"total_exactly_headers", false, -1, 72, 0, Drop::kNone},
-    {"v6_payload_above_wire", true, -1, 153, 0, Drop::kBadIpHeader},
-    {"v6_wire_one_short", true, -1, -1, 1, Drop::kBadIpHeader},
-    {"v6_payload_leaves_no_tcp_header", true, -1, 19, 0, Drop::kBadTcpHeader},
-    {"v6_payload_exactly_headers", true, -1, 52, 0, Drop::kNone},
+    {"ihl_0", false, 0, -1, 0, 0, Drop::kBadIpHeader},
+    {"ihl_4", false, 4, -1, 0, 0, Drop::kBadIpHeader},
+    {"total_below_ihl", false, -1, 19, 0, 0, Drop::kBadIpHeader},
+    {"ihl_15_above_total", false, 15, 40, 0, 0, Drop::kBadIpHeader},
+    {"total_above_wire_cut", false, -1, 173, 0, 100, Drop::kBadIpHeader},
+    {"wire_one_short_cut", false, -1, -1, 1, 100, Drop::kBadIpHeader},
+    {"total_max_cut", false, -1, 65535, 0, 100, Drop::kBadIpHeader},
+    {"total_max_cut_after_ip_header", false, -1, 65535, 0, 34, Drop::kBadIpHeader},
+    {"total_leaves_no_tcp_header", false, -1, 39, 0, 0, Drop::kBadTcpHeader},
+    {"total_cuts_options", false, -1, 60, 0, 0, Drop::kBadTcpHeader},
+    {"total_exactly_headers", false, -1, 72, 0, 0, Drop::kNone},
+    {"v6_payload_above_wire_cut", true, -1, 153, 0, 100, Drop::kBadIpHeader},
+    {"v6_wire_one_short_cut", true, -1, -1, 1, 100, Drop::kBadIpHeader},
+    {"v6_payload_leaves_no_tcp_header", true, -1, 19, 0, 0, Drop::kBadTcpHeader},
+    {"v6_payload_exactly_headers", true, -1, 52, 0, 0, Drop::kNone},
 };
 
 INSTANTIATE_TEST_SUITE_P(Parse, BadIpTest, ::testing::ValuesIn(kBadIpCases), CaseName());
+
+// Some converters wrote the snap length as the original length, so caplen == wire_len while the
+// IP header tells the real size (tcptrace's long_rtt.dmp). With nothing else to go on, the IP
+// header wins and the payload length is the datagram's.
+TEST(Parse, UncutRecordShorterThanIpLengthTrustsTheIpHeader) {
+  for (const char* src : {"10.0.0.1", "2001:db8::1"}) {
+    const bool v6 = std::string(src).find(':') != std::string::npos;
+    TcpSeg s = full_seg(src, v6 ? "2001:db8::2" : "10.0.0.2");
+    s.payload_len = 1400;
+    const std::vector<uint8_t> wire = build_frame(s);
+    const uint32_t snap = 14 + (v6 ? 40u : 20u) + 52 + 10;
+    ParsedPacket p;
+    ASSERT_EQ(parse_exact(LinkType::kEthernet, wire, snap, snap, p), Drop::kNone) << src;
+    expect_fields(p, s);
+  }
+}
 
 TEST(Parse, TotalLengthShorterThanFrameIsPaddingAndPayloadFollowsIt) {
   TcpSeg s = full_seg("10.0.0.1", "10.0.0.2");
@@ -502,8 +523,7 @@ const V6Case kV6Cases[] = {
      {{0, 8}, {60, 8}, {43, 24}, {44, 8, 0, true}, {51, 16}, {60, 8}},
      6,
      Drop::kNone},
-    {"chain_then_fragment_non_first", {{0, 8}, {43, 24}, {44, 8, 9, false}}, 6,
-     Drop::kIpFragment},
+    {"chain_then_fragment_non_first", {{0, 8}, {43, 24}, {44, 8, 9, false}}, 6, Drop::kIpFragment},
     {"esp", {}, 50, Drop::kNotTcp},
     {"no_next_header", {}, 59, Drop::kNotTcp},
     {"hop_by_hop_then_esp", {{0, 8}}, 50, Drop::kNotTcp},
@@ -537,6 +557,7 @@ struct OptCase {
   bool has_ts;
   uint32_t tsval, tsecr;
   std::vector<SackBlock> sack;
+  bool malformed = false;  // an invalid option length ended option parsing
 };
 
 class OptTest : public ::testing::TestWithParam<OptCase> {};
@@ -544,8 +565,8 @@ class OptTest : public ::testing::TestWithParam<OptCase> {};
 TEST_P(OptTest, Decoded) {
   const OptCase& c = GetParam();
   for (const char* src : {"10.0.0.1", "2001:db8::1"}) {
-    TcpSeg s = full_seg(src, std::string(src).find(':') == std::string::npos ? "10.0.0.2"
-                                                                              : "2001:db8::2");
+    TcpSeg s =
+        full_seg(src, std::string(src).find(':') == std::string::npos ? "10.0.0.2" : "2001:db8::2");
     s.payload_len = 10;
     FrameOpts f;
     f.use_raw_tcp_options = true;
@@ -554,6 +575,7 @@ TEST_P(OptTest, Decoded) {
     ASSERT_EQ(parse_wire(s, f, p), c.want) << src;
     if (c.want != Drop::kNone) continue;
     EXPECT_EQ(p.payload_len, 10u);
+    EXPECT_EQ(p.opt.malformed, c.malformed);
     EXPECT_EQ(p.opt.mss, c.mss);
     EXPECT_EQ(p.opt.wscale, c.wscale);
     EXPECT_EQ(p.opt.sack_permitted, c.sack_permitted);
@@ -579,46 +601,145 @@ const OptCase kOptCases[] = {
     {"sack_permitted", {4, 2, 1, 1}, Drop::kNone, 0, 0xff, true, false, 0, 0, {}},
     {"timestamps",
      {1, 1, 8, 10, 0, 0, 0, 1, 0xff, 0xff, 0xff, 0xfe},
-     Drop::kNone, 0, 0xff, false, true, 1, 0xfffffffe, {}},
+     Drop::kNone,
+     0,
+     0xff,
+     false,
+     true,
+     1,
+     0xfffffffe,
+     {}},
     {"sack_1",
      {1, 1, 5, 10, 0, 0, 0, 10, 0, 0, 0, 20},
-     Drop::kNone, 0, 0xff, false, false, 0, 0, {{10, 20}}},
+     Drop::kNone,
+     0,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {{10, 20}}},
     {"sack_4",
-     {5, 34, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, 6,
-      0xff, 0xff, 0xff, 0xf0, 0, 0, 0, 8},
-     Drop::kNone, 0, 0xff, false, false, 0, 0, {{1, 2}, {3, 4}, {5, 6}, {0xfffffff0, 8}}},
+     {5, 34, 0, 0, 0, 1, 0, 0, 0, 2,    0,    0,    0,    3, 0, 0, 0,
+      4, 0,  0, 0, 5, 0, 0, 0, 6, 0xff, 0xff, 0xff, 0xf0, 0, 0, 0, 8},
+     Drop::kNone,
+     0,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {{1, 2}, {3, 4}, {5, 6}, {0xfffffff0, 8}}},
     {"syn_linux_order",
      {2, 4, 0x23, 0x28, 4, 2, 8, 10, 0, 0, 0, 5, 0, 0, 0, 0, 1, 3, 3, 9},
-     Drop::kNone, 9000, 9, true, true, 5, 0, {}},
+     Drop::kNone,
+     9000,
+     9,
+     true,
+     true,
+     5,
+     0,
+     {}},
     {"ts_then_sack_3",
-     {1, 1, 8, 10, 0, 0, 1, 0, 0, 0, 2, 0, 1, 1, 5, 26, 0, 0, 0, 1, 0, 0, 0, 2,
-      0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5, 0, 0, 0, 6},
-     Drop::kNone, 0, 0xff, false, true, 256, 512, {{1, 2}, {3, 4}, {5, 6}}},
+     {1, 1, 8, 10, 0, 0, 1, 0, 0, 0, 2, 0, 1, 1, 5, 26, 0, 0, 0, 1,
+      0, 0, 0, 2,  0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0, 5,  0, 0, 0, 6},
+     Drop::kNone,
+     0,
+     0xff,
+     false,
+     true,
+     256,
+     512,
+     {{1, 2}, {3, 4}, {5, 6}}},
     {"unknown_kinds_skipped",
      {30, 6, 1, 2, 3, 4, 34, 2, 254, 4, 0xf9, 0x89, 2, 4, 0x05, 0x78},
-     Drop::kNone, 1400, 0xff, false, false, 0, 0, {}},
+     Drop::kNone,
+     1400,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {}},
     {"md5_sig_skipped",
      {19, 18, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 3, 3, 2, 0},
-     Drop::kNone, 0, 2, false, false, 0, 0, {}},
-    {"mss_wrong_length_ignored", {2, 3, 5, 3, 3, 4, 0, 0}, Drop::kNone, 0, 4, false, false, 0, 0,
+     Drop::kNone,
+     0,
+     2,
+     false,
+     false,
+     0,
+     0,
+     {}},
+    {"mss_wrong_length_ignored",
+     {2, 3, 5, 3, 3, 4, 0, 0},
+     Drop::kNone,
+     0,
+     4,
+     false,
+     false,
+     0,
+     0,
      {}},
     {"ts_wrong_length_ignored",
      {8, 8, 0, 0, 0, 1, 0, 0},
-     Drop::kNone, 0, 0xff, false, false, 0, 0, {}},
+     Drop::kNone,
+     0,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {}},
     {"sack_odd_length_ignored",
      {5, 6, 0, 0, 0, 1, 1, 1},
-     Drop::kNone, 0, 0xff, false, false, 0, 0, {}},
+     Drop::kNone,
+     0,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {}},
     {"eol_stops_parsing",
      {2, 4, 0x05, 0xb4, 0, 0xff, 0xff, 0xff},
-     Drop::kNone, 1460, 0xff, false, false, 0, 0, {}},
+     Drop::kNone,
+     1460,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {}},
     {"all_nops", {1, 1, 1, 1, 1, 1, 1, 1}, Drop::kNone, 0, 0xff, false, false, 0, 0, {}},
-    {"length_0", {2, 0, 0, 0}, Drop::kBadTcpOption, 0, 0, false, false, 0, 0, {}},
-    {"length_1", {1, 1, 30, 1}, Drop::kBadTcpOption, 0, 0, false, false, 0, 0, {}},
-    {"length_past_header", {1, 8, 10, 0}, Drop::kBadTcpOption, 0, 0, false, false, 0, 0, {}},
-    {"length_byte_missing", {1, 1, 1, 2}, Drop::kBadTcpOption, 0, 0, false, false, 0, 0, {}},
+    // An invalid length ends option parsing but keeps the segment and what was decoded before
+    // it (Linux's tcp_parse_options does the same); opt.malformed tells the worker to count it.
+    {"length_0", {2, 0, 0, 0}, Drop::kNone, 0, 0xff, false, false, 0, 0, {}, true},
+    {"length_1", {1, 1, 30, 1}, Drop::kNone, 0, 0xff, false, false, 0, 0, {}, true},
+    {"length_past_header", {1, 8, 10, 0}, Drop::kNone, 0, 0xff, false, false, 0, 0, {}, true},
+    {"length_byte_missing", {1, 1, 1, 2}, Drop::kNone, 0, 0xff, false, false, 0, 0, {}, true},
     {"sack_past_header",
      {5, 18, 0, 0, 0, 1, 0, 0, 0, 2},
-     Drop::kBadTcpOption, 0, 0, false, false, 0, 0, {}},
+     Drop::kNone,
+     0,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {},
+     true},
+    {"mss_kept_before_bad_option",
+     {2, 4, 0x05, 0xb4, 3, 0, 3, 7},
+     Drop::kNone,
+     1460,
+     0xff,
+     false,
+     false,
+     0,
+     0,
+     {},
+     true},
 };
 
 INSTANTIATE_TEST_SUITE_P(Parse, OptTest, ::testing::ValuesIn(kOptCases), CaseName());
@@ -627,8 +748,8 @@ TEST(Parse, BuilderOptionsRoundTrip) {
   // Every combination of the options the builder knows, both families.
   for (int mask = 0; mask < 32; ++mask) {
     for (const char* src : {"172.16.0.9", "2001:db8::9"}) {
-      TcpSeg s = full_seg(src, std::string(src).find(':') == std::string::npos ? "172.16.0.10"
-                                                                                : "2001:db8::a");
+      TcpSeg s = full_seg(
+          src, std::string(src).find(':') == std::string::npos ? "172.16.0.10" : "2001:db8::a");
       s.mss = (mask & 1) ? 1380 : 0;
       s.wscale = (mask & 2) ? 14 : -1;
       s.sack_permitted = (mask & 4) != 0;
@@ -729,22 +850,36 @@ TEST_P(TruncTest, EveryCaptureLength) {
     ASSERT_EQ(parse_exact(c.link, wire, cap, static_cast<uint32_t>(wire.size()), p), want)
         << "caplen " << cap;
     if (want == Drop::kNone) expect_fields(p, s);
-    // The same bytes as a whole frame (wire_len == caplen): the IP header promises more than
-    // the frame holds, unless the cut is already inside the link or IP header.
-    if (cap < headers + s.payload_len && cap >= c.l2_bytes + c.ip_bytes) {
-      EXPECT_EQ(parse_exact(c.link, wire, cap, cap, p), Drop::kBadIpHeader) << "caplen " << cap;
+    // The same bytes recorded as uncut (wire_len == caplen): the IP header's length is trusted,
+    // so the outcome is the same as for the cut capture.
+    if (cap >= c.l2_bytes + c.ip_bytes) {
+      ParsedPacket q;
+      ASSERT_EQ(parse_exact(c.link, wire, cap, cap, q), want) << "uncut caplen " << cap;
+      if (want == Drop::kNone) expect_fields(q, s);
     }
   }
 }
 
 const TruncCase kTruncCases[] = {
     {"ethernet_v4", LinkType::kEthernet, "10.0.0.1", {}, {}, {}, 14, 20},
-    {"ethernet_v4_options", LinkType::kEthernet, "10.0.0.1", {}, {1, 1, 1, 1, 1, 1, 1, 0}, {}, 14,
+    {"ethernet_v4_options",
+     LinkType::kEthernet,
+     "10.0.0.1",
+     {},
+     {1, 1, 1, 1, 1, 1, 1, 0},
+     {},
+     14,
      28},
     {"dot1q_v4", LinkType::kEthernet, "10.0.0.1", {7}, {}, {}, 18, 20},
     {"qinq_v6", LinkType::kEthernet, "2001:db8::1", {7, 8}, {}, {}, 22, 40},
-    {"ethernet_v6_ext", LinkType::kEthernet, "2001:db8::1", {}, {}, {{0, 8}, {43, 24}, {44, 8}},
-     14, 80},
+    {"ethernet_v6_ext",
+     LinkType::kEthernet,
+     "2001:db8::1",
+     {},
+     {},
+     {{0, 8}, {43, 24}, {44, 8}},
+     14,
+     80},
     {"sll_v4", LinkType::kLinuxSll, "10.0.0.1", {}, {}, {}, 16, 20},
     {"sll2_v6", LinkType::kLinuxSll2, "2001:db8::1", {}, {}, {}, 20, 40},
     {"raw_v4", LinkType::kRaw, "10.0.0.1", {}, {}, {}, 0, 20},
@@ -798,8 +933,8 @@ INSTANTIATE_TEST_SUITE_P(Parse, EtherTypeTest, ::testing::ValuesIn(kEtherTypeCas
 
 TEST(Parse, EmptyAndNullInput) {
   ParsedPacket p;
-  for (LinkType l : {LinkType::kEthernet, LinkType::kLinuxSll, LinkType::kLinuxSll2,
-                     LinkType::kRaw, LinkType::kIpv4, LinkType::kIpv6}) {
+  for (LinkType l : {LinkType::kEthernet, LinkType::kLinuxSll, LinkType::kLinuxSll2, LinkType::kRaw,
+                     LinkType::kIpv4, LinkType::kIpv6}) {
     const Drop d = parse_frame(l, nullptr, 0, 0, 0, p);
     EXPECT_TRUE(d == Drop::kTruncatedL2 || d == Drop::kTruncatedIp) << drop_name(d);
   }
