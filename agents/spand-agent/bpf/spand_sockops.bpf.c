@@ -21,6 +21,10 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Set by the agent before loading (read-only data: the verifier prunes the disabled paths).
+ * A server agent tunes accepted connections; outgoing ones only when asked. */
+const volatile __u32 spand_tune_outgoing = 0;
+
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
   __uint(max_entries, SPAND_MAX_PREFIXES);
@@ -222,7 +226,11 @@ int spand_sockops(struct bpf_sock_ops* skops) {
 
   switch (skops->op) {
     case BPF_SOCK_OPS_TIMEOUT_INIT:
-      /* SYN (active) or SYN-ACK (passive) retransmission timeout, in jiffies. */
+      /* SYN (active, a full socket) or SYN-ACK (passive, a request socket) timeout, jiffies. */
+      if (!spand_tune_outgoing && skops->is_fullsock) {
+        skops->reply = -1;
+        return 1;
+      }
       pol = lookup_policy(skops);
       if (pol && pol->syn_rto_jiffies) {
         skops->reply = pol->syn_rto_jiffies;
@@ -231,8 +239,10 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       }
       skops->reply = -1;
       return 1;
-    case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB:
-    case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB: {
+    case BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB:
+      if (!spand_tune_outgoing) break;
+      /* fall through */
+    case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB: {
       __u16 lport = (__u16)skops->local_port;
       pol = lookup_policy(skops);
       if (pol) apply_policy(skops, pol);

@@ -58,9 +58,9 @@ int cleanup_stale_bpf() {
 }
 
 BpfApplier::BpfApplier(std::string cgroup_path, uint32_t kernel_hz,
-                       std::vector<uint16_t> tune_ports)
+                       std::vector<uint16_t> tune_ports, bool tune_outgoing)
     : cgroup_path_(std::move(cgroup_path)), kernel_hz_(kernel_hz),
-      tune_ports_(std::move(tune_ports)) {}
+      tune_ports_(std::move(tune_ports)), tune_outgoing_(tune_outgoing) {}
 
 BpfApplier::~BpfApplier() { stop(); }
 
@@ -74,6 +74,7 @@ bool BpfApplier::start(std::string& error) {
     error = std::string("cannot open the BPF object: ") + std::strerror(errno);
     return false;
   }
+  skel_->rodata->spand_tune_outgoing = tune_outgoing_ ? 1 : 0;
   if (int err = spand_sockops_bpf__load(skel_); err) {
     error = std::string("cannot load the sock_ops program: ") + std::strerror(-err);
     spand_sockops_bpf__destroy(skel_);

@@ -16,7 +16,8 @@ namespace spand::agent {
 
 class BpfApplier : public KernelApplier {
  public:
-  BpfApplier(std::string cgroup_path, uint32_t kernel_hz, std::vector<uint16_t> tune_ports);
+  BpfApplier(std::string cgroup_path, uint32_t kernel_hz, std::vector<uint16_t> tune_ports,
+             bool tune_outgoing);
   ~BpfApplier() override;
   const char* name() const override { return "bpf"; }
   bool per_port() const override { return true; }
@@ -33,6 +34,7 @@ class BpfApplier : public KernelApplier {
   std::string cgroup_path_;
   uint32_t kernel_hz_;
   std::vector<uint16_t> tune_ports_;
+  bool tune_outgoing_;
   spand_sockops_bpf* skel_ = nullptr;
   ::bpf_link* link_ = nullptr;
   bool attached_ = false;

@@ -99,7 +99,8 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   if (const toml::table* a = root["agent"].as_table()) {
     r.unknown_keys(*a, {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
                         "report_socket", "prefix_len_v4", "prefix_len_v6",
-                        "refresh_interval_ms", "grpc_deadline_ms", "kernel_hz", "prefixes"});
+                        "refresh_interval_ms", "grpc_deadline_ms", "kernel_hz", "prefixes",
+                        "tune_outgoing"});
     r.string(*a, "estimate_server", cfg.estimate_server);
     r.string(*a, "estimates_file", cfg.estimates_file);
     if (const toml::node* n = a->get("mode")) {
@@ -120,6 +121,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.integer(*a, "refresh_interval_ms", cfg.refresh_interval_ms, 10, 3600000);
     r.integer(*a, "grpc_deadline_ms", cfg.grpc_deadline_ms, 1, 60000);
     r.integer(*a, "kernel_hz", cfg.kernel_hz, 0, 10000);
+    r.boolean(*a, "tune_outgoing", cfg.tune_outgoing);
     if (const toml::node* n = a->get("prefixes")) {
       const toml::array* arr = n->as_array();
       if (!arr) {

@@ -47,6 +47,7 @@ struct AgentConfig {
   uint32_t refresh_interval_ms = 1000;
   uint32_t grpc_deadline_ms = 200;
   uint32_t kernel_hz = 0;        // 0: read CONFIG_HZ from the kernel config
+  bool tune_outgoing = false;    // BPF: also connections this host opens (port-0 policy)
   bool dry_run = false;
   std::vector<Prefix> static_prefixes;  // fetched whether or not connections are seen
   std::vector<PortConfig> ports;

@@ -331,7 +331,8 @@ int run(int argc, char** argv) {
     kernel->start(err);
   } else {
     if (cfg.mode != Mode::kRoute) {
-      auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports);
+      auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports,
+                                            cfg.tune_outgoing);
       if (b->start(err)) {
         bpf_applier = b.get();
         kernel = std::move(b);
