@@ -56,6 +56,7 @@ enum HalfFlag : uint16_t {
   kHfRoundLimited = 1 << 11, // the current round's flight reached the replica's cwnd
   kHfMdPending = 1 << 12,  // measure the decrease once recovery ends
   kHfIpIdKnown = 1 << 13,  // max_ip_id is valid
+  kHfSynAckSent = 1 << 14, // this side answered a SYN (simultaneous open sends SYN, then SYN-ACK)
 };
 
 // One direction's sender, as seen from the monitor.
@@ -93,9 +94,9 @@ struct HalfFlow {
   uint32_t rtt_max_us = 0;
   uint32_t srtt_us = 0;    // smoothed as RFC 6298, for the RTO and idle-restart guesses
 
-  // Congestion-control replica (windows in 1/256 segment).
-  uint32_t cwnd_q8 = 0;
-  uint32_t cwnd_before_loss_q8 = 0;
+  // Congestion-control replica (windows in 1/65536 segment; at most 65535 segments).
+  uint32_t cwnd_q16 = 0;
+  uint32_t cwnd_before_loss_q16 = 0;
   uint16_t ssthresh_seg = 0xffff;
   uint16_t smss = 0;       // sender segment size in bytes (options excluded)
   uint16_t mss_opt = 0;    // MSS option this side announced
@@ -126,6 +127,8 @@ struct HalfFlow {
   uint8_t rto_backoff = 0;  // consecutive timeouts of the same sequence
 };
 
+constexpr uint8_t kCloseNone = 0xff;
+
 enum class FlowPhase : uint8_t { kSynOnly = 0, kEstablished = 1, kClosing = 2 };
 
 struct Flow {
@@ -144,7 +147,7 @@ struct Flow {
   uint8_t ip_v6 : 1 = 0;
   uint8_t synack_resent : 1 = 0; // Karn: no SYN-ACK-to-ACK leg
   uint8_t handshake_done : 1 = 0;
-  uint8_t close_kind = 0;    // CloseReason once FIN/RST seen
+  uint8_t close_kind = kCloseNone; // CloseReason once FIN/RST seen
   HalfFlow half[2];          // indexed by Dir
 
   HalfFlow& h(Dir d) { return half[static_cast<int>(d)]; }

@@ -9,11 +9,15 @@ namespace spand {
 namespace {
 
 constexpr uint32_t kRelMaxUs = 0xF000'0000u; // rebase relative times before they can overflow
-constexpr uint32_t kQ8 = 256;                 // cwnd fixed point: 1/256 segment
+constexpr uint32_t kQ16 = 65536;  // cwnd fixed point: 1/65536 segment
 
 inline void bump(uint16_t& c) {
   if (c != UINT16_MAX) ++c;
 }
+
+constexpr uint64_t kCwndMaxQ16 = 0xFFFF'0000ull; // 65535 segments
+
+inline uint32_t clamp_cwnd(uint64_t q16) { return uint32_t(q16 > kCwndMaxQ16 ? kCwndMaxQ16 : q16); }
 
 inline uint16_t sat16(uint32_t v) { return v > UINT16_MAX ? UINT16_MAX : uint16_t(v); }
 
@@ -151,7 +155,10 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
     snd.flags |= kHfIpIdKnown;
   }
 
-  if ((p.flags & kSyn) && (snd.flags & kHfSynSeen) && p.seq == snd.isn) {
+  const bool synack = (p.flags & (kSyn | kAck)) == (kSyn | kAck);
+  const bool resent_syn = synack ? (snd.flags & kHfSynAckSent) != 0
+                                 : (snd.flags & (kHfSynSeen | kHfSynAckSent)) == kHfSynSeen;
+  if ((p.flags & kSyn) && resent_syn && p.seq == snd.isn) {
     if (old_ip_id) {
       bump(snd.capture_dups);
       return;
@@ -171,7 +178,7 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
       snd.snd_max = p.seq + 1;
       snd.round_end = snd.snd_max;
     }
-    snd.flags |= kHfSynSeen | kHfSeqKnown;
+    snd.flags |= kHfSynSeen | kHfSeqKnown | (synack ? kHfSynAckSent : 0);
     snd.isn = p.seq;
     if (!(p.flags & kAck)) {
       if (d == Dir::kC2S) f.syn_us = now_us; // Karn: a resent SYN restarts the handshake timer
@@ -279,8 +286,8 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   // Restart after idle (RFC 5681 4.1): nothing in flight for longer than an RTO.
   if (h.snd_max == h.snd_una && h.last_send_us && now_us - h.last_send_us > rto_us(h) &&
       h.cc != CcState::kTimeoutRecovery) {
-    const uint32_t rw = cfg_.restart_window_segments * kQ8;
-    if (h.cwnd_q8 > rw) h.cwnd_q8 = rw;
+    const uint32_t rw = clamp_cwnd(uint64_t(cfg_.restart_window_segments) * kQ16);
+    if (h.cwnd_q16 > rw) h.cwnd_q16 = rw;
   }
 
   if (!below) {
@@ -350,7 +357,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   h.round_flight_seg = std::max<uint16_t>(h.round_flight_seg, sat16(flight));
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
   if (h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) {
-    if (flight * kQ8 > h.cwnd_q8) h.cwnd_q8 = flight * kQ8;
+    if (uint64_t(flight) * kQ16 > h.cwnd_q16) h.cwnd_q16 = clamp_cwnd(uint64_t(flight) * kQ16);
   }
   if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
 }
@@ -372,7 +379,7 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
     bump(h.loss_fast);
   }
   if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
-    h.cwnd_before_loss_q8 = h.cwnd_q8;
+    h.cwnd_before_loss_q16 = h.cwnd_q16;
     h.flags |= kHfMdPending;
   }
   const uint32_t flight = flight_segments(h);
@@ -381,7 +388,7 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
   h.dupacks = 0;
   if (timeout) {
     h.cc = CcState::kTimeoutRecovery;
-    h.cwnd_q8 = kQ8;
+    h.cwnd_q16 = kQ16;
   } else {
     h.cc = CcState::kFastRecovery;
   }
@@ -391,8 +398,8 @@ void Tracker::end_round(HalfFlow& h) {
   // Measured multiplicative decrease: the first full round after recovery against the window
   // before the loss (about 500 for Reno, 700 for CUBIC, 875 for Scalable TCP).
   if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
-      h.cwnd_before_loss_q8 >= 4 * kQ8 && (h.flags & kHfRoundLimited)) {
-    h.md_permille = sat16(uint32_t(uint64_t(h.round_flight_seg) * kQ8 * 1000 / h.cwnd_before_loss_q8));
+      h.cwnd_before_loss_q16 >= 4 * kQ16 && (h.flags & kHfRoundLimited)) {
+    h.md_permille = sat16(uint32_t(uint64_t(h.round_flight_seg) * kQ16 * 1000 / h.cwnd_before_loss_q16));
     h.flags &= ~kHfMdPending;
   }
   h.round_end = h.snd_max;
@@ -431,27 +438,27 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
       rtt_sample(f, d, now_us - h.timed_us, RttSource::kDataToAck);
     }
     const uint32_t mss = h.smss ? h.smss : 1460;
-    const uint32_t acked_q8 = uint32_t(std::min<uint64_t>(uint64_t(acked) * kQ8 / mss, 1u << 24));
+    const uint32_t acked_q16 = uint32_t(std::min<uint64_t>(uint64_t(acked) * kQ16 / mss, 1u << 24));
     switch (h.cc) {
       case CcState::kFastRecovery:
         if (seq_ge(ack, h.recover)) { // full ACK: deflate to ssthresh
           h.cc = CcState::kCongestionAvoidance;
-          h.cwnd_q8 = uint32_t(h.ssthresh_seg) * kQ8;
+          h.cwnd_q16 = clamp_cwnd(uint64_t(h.ssthresh_seg) * kQ16);
         }
         break;
       case CcState::kTimeoutRecovery:
-        h.cwnd_q8 += acked_q8;
+        h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
         if (seq_ge(ack, h.recover)) {
-          h.cc = h.cwnd_q8 >= uint32_t(h.ssthresh_seg) * kQ8 ? CcState::kCongestionAvoidance
+          h.cc = h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16 ? CcState::kCongestionAvoidance
                                                               : CcState::kSlowStart;
         }
         break;
       case CcState::kSlowStart:
-        h.cwnd_q8 += acked_q8;
-        if (h.cwnd_q8 >= uint32_t(h.ssthresh_seg) * kQ8) h.cc = CcState::kCongestionAvoidance;
+        h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
+        if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
         break;
       case CcState::kCongestionAvoidance: // Reno: one segment per window of ACKs
-        h.cwnd_q8 += uint32_t(uint64_t(acked_q8) * kQ8 / std::max(h.cwnd_q8, kQ8));
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 / std::max(h.cwnd_q16, kQ16));
         break;
     }
     if (seq_ge(ack, h.round_end)) end_round(h);
@@ -523,7 +530,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
   // End-of-connection W_c: a sender that never lost a segment ends with its current window.
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
-    if (h.unique_bytes > 1 && !(h.flags & kHfLossSeen) && h.cwnd_q8 > 0) {
+    if (h.unique_bytes > 1 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
       wc_sample(f, d, cwnd_segments(h), WcReason::kEndOfConnection,
                 (h.flags & kHfRoundLimited) != 0);
     }

@@ -48,7 +48,8 @@ class Tracker {
 
   // A SYN that starts a new connection on a 4-tuple whose previous connection is over.
   static bool is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_is_lo);
-  static uint32_t cwnd_segments(const HalfFlow& h) { return (h.cwnd_q8 + 255) >> 8; }
+  // Whole segments, as the kernel counts them (it grows cwnd by one after a window of ACKs).
+  static uint32_t cwnd_segments(const HalfFlow& h) { return h.cwnd_q16 >> 16; }
 
  private:
   void on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id);
