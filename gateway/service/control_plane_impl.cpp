@@ -1,12 +1,20 @@
 // make_control_plane(): the gateway's control plane over ServiceStack. Time is capture time,
 // advanced by tick(); the estimate service therefore answers "as of the newest packet".
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <memory>
+#include <thread>
 
 #include "control_plane.hpp"
 #include "stack.hpp"
 
 namespace spand {
 namespace {
+
+std::atomic<bool> g_stop{false};
+void on_stop_signal(int) { g_stop = true; }
 
 class GatewayControlPlane final : public ControlPlane {
  public:
@@ -39,9 +47,22 @@ class GatewayControlPlane final : public ControlPlane {
     stack_->set_capture_totals(sum_counters(workers));
   }
 
+  // With keep_serving (a replay followed by queries), blocks until SIGINT or SIGTERM, still
+  // writing agents' Report samples; main() returns right after finish().
   void finish(bool keep_serving) override {
     stack_->finish();
-    if (!keep_serving) stack_->shutdown();
+    if (keep_serving) {
+      g_stop = false;
+      std::signal(SIGINT, on_stop_signal);
+      std::signal(SIGTERM, on_stop_signal);
+      std::fprintf(stderr, "spand-gateway: input done; serving until SIGINT/SIGTERM\n");
+      while (!g_stop) {
+        stack_->tick(clock_.now_ns());
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      stack_->finish();
+    }
+    stack_->shutdown();
   }
 
  private:
