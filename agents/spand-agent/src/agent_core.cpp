@@ -12,6 +12,8 @@ constexpr double kBackoffMinS = 0.5;
 constexpr double kBackoffMaxS = 30;
 // Forget a prefix this long after its last connection.
 constexpr double kForgetS = 600;
+// After a failed kernel write, wait this long before trying the same (port, prefix) again.
+constexpr double kApplyRetryS = 30;
 }  // namespace
 
 AgentCore::AgentCore(const AgentConfig& cfg, EstimateSource& source, KernelApplier& applier,
@@ -88,11 +90,16 @@ void AgentCore::reconcile(const Prefix& prefix, CacheEntry& e, double now) {
     if (d.skip == SkipReason::kNone) {
       d.policy.key = key;
       if (it != installed_.end() && it->second == d.policy) continue;
+      if (auto f = failed_until_s_.find(key); f != failed_until_s_.end()) {
+        if (now < f->second) continue;
+        failed_until_s_.erase(f);
+      }
       if (applier_.upsert(d.policy, err)) {
         installed_[key] = d.policy;
         ++counters_.applied_total;
       } else {
         ++counters_.apply_errors_total;
+        failed_until_s_[key] = now + kApplyRetryS;
         std::fprintf(stderr, "spand-agent: %s: %s\n", prefix.str().c_str(), err.c_str());
       }
     } else if (it != installed_.end()) {

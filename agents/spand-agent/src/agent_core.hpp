@@ -73,6 +73,7 @@ class AgentCore {
   std::set<std::string> available_cc_;
   std::map<Prefix, CacheEntry> cache_;
   std::map<PolicyKey, KernelPolicy> installed_;
+  std::map<PolicyKey, double> failed_until_s_;  // no retry (and no log) before this time
   std::vector<Prefix> watched_;
   CoreCounters counters_;
 };

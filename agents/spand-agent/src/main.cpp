@@ -405,7 +405,8 @@ int run(int argc, char** argv) {
 #endif
     if (metrics)
       metrics->update(core.counters(), grpc_errors, kernel->active(),
-                      route_applier ? route_applier->routes() : 0);
+                      route_applier ? route_applier->routes() : 0,
+                      bpf_applier ? bpf_applier->program_stats() : std::vector<uint64_t>{});
     if (once) break;
     pollfd pfd{report_fd, POLLIN, 0};
     int n = poll(&pfd, report_fd >= 0 ? 1 : 0, static_cast<int>(cfg.refresh_interval_ms));

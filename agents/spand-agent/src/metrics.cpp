@@ -18,6 +18,8 @@ struct AgentMetrics::Impl {
   prometheus::Counter* grpc_errors;
   prometheus::Gauge* attached;
   prometheus::Gauge* routes;
+  std::vector<prometheus::Counter*> program;
+  std::vector<uint64_t> last_program;
   CoreCounters last{};
   uint64_t last_grpc_errors = 0;
 
@@ -54,6 +56,16 @@ struct AgentMetrics::Impl {
                   .Help("Routes with spand metrics installed (route mode)")
                   .Register(*registry)
                   .Add({});
+    auto& prog_family = prometheus::BuildCounter()
+                            .Name("spand_agent_program_events_total")
+                            .Help("Events counted by the sock_ops program")
+                            .Register(*registry);
+    // Same order as enum spand_stat in bpf/spand_maps.h.
+    for (const char* ev : {"lookup", "applied", "iw_failed", "clamp_failed", "pacing_failed",
+                           "cc_failed", "pacing_lifted", "clamp_raised", "tune_applied",
+                           "state_full", "rto_seeded"})
+      program.push_back(&prog_family.Add({{"event", ev}}));
+    last_program.assign(program.size(), 0);
     exposer.RegisterCollectable(registry);
   }
 };
@@ -62,8 +74,13 @@ AgentMetrics::AgentMetrics(const std::string& listen) : impl_(std::make_unique<I
 AgentMetrics::~AgentMetrics() = default;
 
 void AgentMetrics::update(const CoreCounters& c, uint64_t grpc_errors, bool program_attached,
-                          size_t routes_installed) {
+                          size_t routes_installed, const std::vector<uint64_t>& program_stats) {
   Impl& m = *impl_;
+  for (size_t i = 0; i < m.program.size() && i < program_stats.size(); ++i) {
+    if (program_stats[i] >= m.last_program[i])
+      m.program[i]->Increment(static_cast<double>(program_stats[i] - m.last_program[i]));
+    m.last_program[i] = program_stats[i];
+  }
   m.applied->Increment(static_cast<double>(c.applied_total - m.last.applied_total));
   for (size_t i = 1; i < static_cast<size_t>(SkipReason::kCount); ++i)
     m.skipped[i - 1]->Increment(

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent_core.hpp"
 
@@ -18,8 +19,9 @@ class AgentMetrics {
   // Listens on `listen` ("127.0.0.1:9464"); throws std::exception when it cannot bind.
   explicit AgentMetrics(const std::string& listen);
   ~AgentMetrics();
+  // `program_stats`: the sock_ops program's counters (SPAND_STAT_*), empty outside BPF mode.
   void update(const CoreCounters& c, uint64_t grpc_errors, bool program_attached,
-              size_t routes_installed);
+              size_t routes_installed, const std::vector<uint64_t>& program_stats);
 
  private:
   struct Impl;

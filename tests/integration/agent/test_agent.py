@@ -325,3 +325,47 @@ def test_real_service_and_redis_end_to_end():
         cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
         assert cwnd == EXPECTED and ssthresh <= cwnd
         assert agent.stop() == 0
+
+
+def synack_retransmit_gap_s(lab, spoofed_src):
+    """Sends one SYN from an address nobody answers for, so the server's SYN-ACK is never
+    acknowledged; returns the time between its first two SYN-ACK retransmissions (2 x RTO
+    after the exponential backoff), from the tcp:tcp_retransmit_synack tracepoint."""
+    ev = os.path.join(lab.trace, "events/tcp/tcp_retransmit_synack")
+    with open(os.path.join(ev, "enable"), "w") as f:
+        f.write("1")
+    with open(os.path.join(lab.trace, "trace"), "w") as f:
+        f.write("")
+    code = ("from scapy.all import IP, TCP, send\n"
+            "send(IP(src=%r, dst='10.77.0.1')/TCP(sport=40000, dport=%d, flags='S', seq=1),"
+            " verbose=False)\n" % (spoofed_src, PORT))
+    subprocess.run(lab.in_cli(["/usr/bin/python3", "-c", code]), check=True, timeout=WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        with open(os.path.join(lab.trace, "trace")) as f:
+            stamps = [float(m.group(1)) for m in
+                      re.finditer(r"\s(\d+\.\d+): tcp_retransmit_synack:.*daddr=%s"
+                                  % re.escape(spoofed_src), f.read())]
+        if len(stamps) >= 2:
+            break
+        assert time.monotonic() < deadline, "fewer than 2 SYN-ACK retransmissions"
+        time.sleep(0.1)
+    with open(os.path.join(ev, "enable"), "w") as f:
+        f.write("0")
+    return stamps[1] - stamps[0]
+
+
+def test_bpf_seeds_synack_rto():
+    with Lab("sab") as lab:
+        ef = estimates_file([est("10.77.1.0/24")])
+        agent = start_agent(lab, "--mode", "bpf", "--cgroup", lab.cgroup, "-f", ef,
+                            "-p", "%d:%d" % (PORT, SIZE), "-P", "10.77.1.0/24")
+        agent.wait_line(r"applied port=8080 prefix=10.77.1.0/24 .*syn_rto_ms=200")
+        start_server(lab)
+        seeded = synack_retransmit_gap_s(lab, "10.77.1.99")
+        default = synack_retransmit_gap_s(lab, "10.77.2.99")  # no estimate for 10.77.2.0/24
+        print("SYN-ACK retransmission gap: seeded %.3f s, default %.3f s" % (seeded, default))
+        # Backoff doubles the RTO: 2 x 200 ms seeded, 2 x 1 s (TCP_TIMEOUT_INIT) by default.
+        assert 0.3 <= seeded <= 0.7
+        assert 1.6 <= default <= 2.6
+        agent.stop()
