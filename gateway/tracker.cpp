@@ -356,7 +356,9 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   const uint32_t flight = flight_segments(h);
   h.round_flight_seg = std::max<uint16_t>(h.round_flight_seg, sat16(flight));
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
-  if (h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) {
+  // Not while duplicate ACKs arrive: limited transmit (RFC 3042) and SACK let the flight exceed
+  // cwnd by the segments the receiver already holds.
+  if ((h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) && h.dupacks == 0) {
     if (uint64_t(flight) * kQ16 > h.cwnd_q16) h.cwnd_q16 = clamp_cwnd(uint64_t(flight) * kQ16);
   }
   if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;

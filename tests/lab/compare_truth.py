@@ -1,0 +1,102 @@
+"""Compares spand-gateway's inference on a lab capture with the server kernel's own truth.
+
+Input: a directory made by a lab run (trace.pcap, tcp_probe.txt, realtime_minus_mono) and the
+gateway's --flows-out / --samples-out for trace.pcap. The truth side parses the tcp:tcp_probe,
+tcp:tcp_cong_state_set and tcp:tcp_retransmit_skb trace lines (snd_cwnd and the recovery state
+on every ACK) with our own reader below. Prints per-connection agreement and totals; exit status
+1 when agreement falls below the thresholds given on the command line.
+"""
+import argparse
+import json
+import re
+import sys
+
+PROBE = re.compile(r'\s(\d+\.\d+): tcp_probe: .*?dest=(\S+) .*?snd_cwnd=(\d+) ssthresh=(\d+)')
+STATE = re.compile(r'\s(\d+\.\d+): tcp_cong_state_set: .*?dport=(\d+) saddr=\S+ daddr=(\S+) '
+                   r'.*cong_state=(\d+)')
+REXMIT = re.compile(r'\s(\d+\.\d+): tcp_retransmit_skb: .*?dport=(\d+) saddr=\S+ daddr=(\S+) ')
+
+
+def endpoint(text):
+    host, _, port = text.rpartition(':')
+    return host.strip('[]'), int(port)
+
+
+def kernel_truth(trace_path):
+    probes, states, rexmits = {}, {}, {}
+    for line in open(trace_path, errors='replace'):
+        m = PROBE.search(line)
+        if m:
+            t, dst, cwnd, ssth = m.groups()
+            probes.setdefault(endpoint(dst), []).append((float(t), int(cwnd), int(ssth)))
+            continue
+        m = STATE.search(line)
+        if m:
+            t, port, addr, st = m.groups()
+            states.setdefault((addr, int(port)), []).append((float(t), int(st)))
+            continue
+        m = REXMIT.search(line)
+        if m:
+            _, port, addr = m.groups()
+            rexmits[(addr, int(port))] = rexmits.get((addr, int(port)), 0) + 1
+    truth = {}
+    for peer, acks in probes.items():
+        wc_ca, fast, timeout, prev = [], 0, 0, 0
+        for t, st in states.get(peer, []):
+            if st in (3, 4) and prev not in (3, 4):
+                before = [a for a in acks if a[0] <= t] or acks[:1]
+                _, cwnd, ssth = before[-1]
+                fast += st == 3
+                timeout += st == 4
+                if cwnd >= ssth:  # congestion avoidance: a W_c sample (DESIGN.md)
+                    wc_ca.append(cwnd - 1)
+            prev = st
+        truth[peer] = {'wc_ca': wc_ca, 'fast': fast, 'timeout': timeout,
+                       'end_cwnd': acks[-1][1], 'rexmit': rexmits.get(peer, 0)}
+    return truth
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument('trace')
+    ap.add_argument('flows')
+    ap.add_argument('samples')
+    ap.add_argument('--min-wc-within-1', type=float, default=0.0,
+                    help='fraction of kernel W_c samples we must match within 1 segment')
+    ap.add_argument('--min-events', type=float, default=0.0,
+                    help='fraction of connections whose loss events we must count exactly')
+    args = ap.parse_args()
+    truth = kernel_truth(args.trace)
+    flows = {(f['client'], f['client_port']): f
+             for f in map(json.loads, open(args.flows)) if f['server_port'] == 5001}
+    ours_wc = {}
+    for s in map(json.loads, open(args.samples)):
+        if s['kind'] == 'wc':
+            ours_wc.setdefault((s['client'], s['client_port']), []).append(s)
+    wc_total = wc_close = ev_ok = rx_ours = rx_kernel = 0
+    for peer, t in sorted(truth.items()):
+        f = flows.get(peer)
+        if f is None:
+            continue
+        mine = [s['wc_segments'] for s in ours_wc.get(peer, []) if s['reason'] == 'loss_in_ca']
+        for i, k in enumerate(t['wc_ca']):
+            wc_total += 1
+            wc_close += i < len(mine) and abs(mine[i] - k) <= 1
+        events = (f['s2c']['loss_events_fast'], f['s2c']['loss_events_timeout'])
+        ev_ok += events == (t['fast'], t['timeout'])
+        rx_ours += f['s2c']['rexmt_packets']
+        rx_kernel += t['rexmit']
+        print(f"{peer[0]}:{peer[1]} kernel W_c(ca)={t['wc_ca']} ours={mine} "
+              f"events kernel={t['fast']}/{t['timeout']} ours={events[0]}/{events[1]} "
+              f"rexmit kernel={t['rexmit']} ours={f['s2c']['rexmt_packets']}")
+    n = len([p for p in truth if p in flows])
+    wc_frac = wc_close / wc_total if wc_total else 1.0
+    ev_frac = ev_ok / n if n else 0.0
+    print(f'connections {n}; W_c in CA within 1 segment: {wc_close}/{wc_total} ({wc_frac:.0%}); '
+          f'loss events exact: {ev_ok}/{n} ({ev_frac:.0%}); resent segments kernel {rx_kernel} '
+          f'ours {rx_ours}')
+    return 0 if wc_frac >= args.min_wc_within_1 and ev_frac >= args.min_events else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
