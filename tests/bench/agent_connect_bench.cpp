@@ -1,7 +1,7 @@
 // Connection setup rate on loopback: N connect()+accept()+close() cycles, one client thread
 // and one server thread. Driven by agent_connect_bench.sh, which runs it with spand-agent's
 // sock_ops program detached and attached (it reports numbers; it is not a test).
-// Usage: agent_connect_bench CONNECTIONS [PORT]
+// Usage: agent_connect_bench CONNECTIONS [PORT [CLIENT_SOURCE_IP]]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -15,11 +15,17 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: %s CONNECTIONS [PORT]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s CONNECTIONS [PORT [CLIENT_SOURCE_IP]]\n", argv[0]);
     return 2;
   }
   long n = std::atol(argv[1]);
   int port = argc > 2 ? std::atoi(argv[2]) : 18080;
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  if (argc > 3 && inet_pton(AF_INET, argv[3], &src.sin_addr) != 1) {
+    std::fprintf(stderr, "bad source address %s\n", argv[3]);
+    return 2;
+  }
   int ls = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -45,6 +51,7 @@ int main(int argc, char** argv) {
   for (long i = 0; i < n; ++i) {
     int s = socket(AF_INET, SOCK_STREAM, 0);
     setsockopt(s, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    if (argc > 3) bind(s, reinterpret_cast<sockaddr*>(&src), sizeof(src));
     if (connect(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) ++failed;
     close(s);
   }

@@ -1,58 +1,69 @@
 #!/usr/bin/env bash
 # Connection setup rate on loopback with spand-agent's sock_ops program detached vs attached,
 # in one run (a benchmark: it prints numbers, it does not pass or fail). Needs root.
-# Three cases per round: detached; attached with a policy for 127.0.0.0/24 ("applied": every
-# accepted connection gets the full work: LPM lookups, TCP_BPF_IW, the clamp, the pacing rate,
-# the socket-state map, the state callback at close); attached with a policy for another
-# prefix only ("no match": the lookups alone, the common case for most clients).
+# One agent stays attached to cgroup "on"; runs alternate between three cases:
+#   detached  - the client/server process in cgroup "off" (no program);
+#   applied   - in cgroup "on", client bound to 127.0.0.1, which has a policy: every accepted
+#               connection gets the full work (LPM lookups, TCP_BPF_IW, the clamp, the pacing
+#               rate, the socket-state map, the state callback at close);
+#   no match  - in cgroup "on", client bound to 127.0.0.3, no policy: the lookups alone (the
+#               common case for clients without an estimate).
 # Usage: tests/bench/agent_connect_bench.sh BUILD_DIR [CONNECTIONS] [ROUNDS]
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [CONNECTIONS] [ROUNDS]}
 n=${2:-100000}
-rounds=${3:-3}
+rounds=${3:-5}
 bench=$build/agents/spand-agent/agent_connect_bench
 agent=$build/agents/spand-agent/spand-agent
 cg2=/sys/fs/cgroup/unified
 [[ -f $cg2/cgroup.procs ]] || cg2=/sys/fs/cgroup
-cg=$cg2/spand_connect_bench
+on=$cg2/spand_bench_on
+off=$cg2/spand_bench_off
 work=$(mktemp -d)
-mkdir -p "$cg"
+mkdir -p "$on" "$off"
 agent_pid=
 cleanup() {
-  [[ -n $agent_pid ]] && kill "$agent_pid" 2>/dev/null && wait "$agent_pid" 2>/dev/null
-  rmdir "$cg" 2>/dev/null || true
+  if [[ -n $agent_pid ]]; then kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true; fi
+  rmdir "$on" "$off" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
-for p in 127.0.0.0 192.0.2.0; do
-  cat > "$work/est-$p.json" <<JSON
-{"estimates": [{"prefix": "$p/24", "samples": 50, "wc_segments": 40, "rtt_ms": 1,
+cat > "$work/est.json" <<JSON
+{"estimates": [{"prefix": "127.0.0.1/32", "samples": 50, "wc_segments": 40, "rtt_ms": 1,
                 "verdict": "USE_ESTIMATE"}]}
 JSON
-done
+cat > "$work/agent.toml" <<TOML
+[agent]
+prefix_len_v4 = 32
+metrics_listen = ""
+prefixes = ["127.0.0.1/32"]
+[[port]]
+port = 18080
+response_bytes = 100000
+TOML
+"$agent" --mode bpf --cgroup "$on" -c "$work/agent.toml" -f "$work/est.json" 2> "$work/agent.err" &
+agent_pid=$!
+for _ in $(seq 100); do grep -q 'applied port=18080' "$work/agent.err" && break; sleep 0.1; done
+grep -q 'applied port=18080' "$work/agent.err" || { cat "$work/agent.err"; exit 1; }
 
-run() {  # prints the rate of one run inside the cgroup
-  bash -c "echo \$\$ > $cg/cgroup.procs; exec $bench $n 18080" | sed -n 's/.*rate_per_s=\([0-9]*\).*/\1/p'
+run() {  # $1 cgroup, $2 client source: prints connections per second
+  bash -c "echo \$\$ > $1/cgroup.procs; exec $bench $n 18080 $2" |
+    sed -n 's/.*rate_per_s=\([0-9]*\).*/\1/p'
 }
 
-echo "agent_connect_bench: $(date -u +%FT%TZ) nproc=$(nproc) cpu=\"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')\" kernel=$(uname -r)"
+echo "agent_connect_bench: $(date -u +%FT%TZ) nproc=$(nproc) cpu=\"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')\" kernel=$(uname -r) load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
 echo "connections per run: $n, rounds: $rounds (detached, applied, no match, in turn)"
-attached_run() {  # $1: prefix with an estimate
-  "$agent" --mode bpf --cgroup "$cg" -f "$work/est-$1.json" -p 18080:100000 \
-    -P "$1/24" --metrics '' 2> "$work/agent.err" &
-  agent_pid=$!
-  for _ in $(seq 100); do grep -q 'applied port=' "$work/agent.err" && break; sleep 0.1; done
-  grep -q 'applied port=' "$work/agent.err" || { cat "$work/agent.err"; exit 1; }
-  run
-  kill "$agent_pid"; wait "$agent_pid" || true; agent_pid=
-}
 declare -a det app nom
 for ((r = 0; r < rounds; r++)); do
-  det+=("$(run)")
-  app+=("$(attached_run 127.0.0.0)")
-  nom+=("$(attached_run 192.0.2.0)")
+  det+=("$(run "$off" 127.0.0.1)")
+  app+=("$(run "$on" 127.0.0.1)")
+  nom+=("$(run "$on" 127.0.0.3)")
   echo "round $r: detached ${det[r]}/s applied ${app[r]}/s no-match ${nom[r]}/s"
 done
+applied=$(bpftool map dump pinned /sys/fs/bpf/spand/stats | python3 -c '
+import json, sys
+print(sum(v["value"] for e in json.load(sys.stdin) if e["key"] == 1 for v in e["values"]))')
+echo "program: policies applied to $applied connections (expected $((n * rounds)))"
 python3 - "${det[*]}" "${app[*]}" "${nom[*]}" <<'PY'
 import statistics, sys
 d, a, m = ([float(x) for x in arg.split()] for arg in sys.argv[1:4])
