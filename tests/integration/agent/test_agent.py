@@ -369,3 +369,31 @@ def test_bpf_seeds_synack_rto():
         assert 0.3 <= seeded <= 0.7
         assert 1.6 <= default <= 2.6
         agent.stop()
+
+
+def test_bbr_resets_ssthresh_unless_prefix_gets_cubic():
+    """BBR's init (after our callback) sets ssthresh to infinity; a per-prefix congestion
+    control (high_bdp_cc) switched in the program before the clamp keeps ssthresh = cwnd."""
+    with Lab("sac") as lab:
+        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_congestion_control=bbr" % lab.srv)
+        ef = estimates_file([est("10.77.1.0/24")])
+        agent = start_agent(lab, "--mode", "bpf", "--cgroup", lab.cgroup, "-f", ef,
+                            "-p", "%d:%d" % (PORT, SIZE), "-P", "10.77.1.0/24")
+        agent.wait_line(r"applied port=8080")
+        start_server(lab)
+        lab.probe_start(PORT)
+        port = lab.fetch("10.77.0.1", PORT, SIZE)
+        cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
+        assert (cwnd, ssthresh) == (EXPECTED, 0x7fffffff)
+        agent.stop()
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        cfg.write('[policy]\nhigh_bdp_cc = "cubic"\nhigh_bdp_wc_segments = 16\n')
+        cfg.close()
+        agent = start_agent(lab, "--mode", "bpf", "--cgroup", lab.cgroup, "-f", ef, "-c", cfg.name,
+                            "-p", "%d:%d" % (PORT, SIZE), "-P", "10.77.1.0/24")
+        agent.wait_line(r"applied port=8080")
+        lab.probe_start(PORT)
+        port = lab.fetch("10.77.0.1", PORT, SIZE)
+        cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
+        assert (cwnd, ssthresh) == (EXPECTED, EXPECTED)
+        agent.stop()
