@@ -64,5 +64,5 @@ run_ghz "cache on (1 s TTL)" 1000 "$tmp/data.json"
 run_ghz "cache on, 1000 hot prefixes" 1000 "$tmp/hot.json"
 
 echo "== redis-benchmark on the same Redis (reference)"
-redis-benchmark -p "$rport" -t get -n 200000 -q 2>&1 | tr '\r' '\n' | tail -1
+redis-benchmark -p "$rport" -t get -n 200000 -q 2>&1 | tr '\r' '\n' | grep -a 'requests per second' | tail -1
 echo "load average during the run: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared)"
