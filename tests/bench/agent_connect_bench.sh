@@ -46,9 +46,9 @@ agent_pid=$!
 for _ in $(seq 100); do grep -q 'applied port=18080' "$work/agent.err" && break; sleep 0.1; done
 grep -q 'applied port=18080' "$work/agent.err" || { cat "$work/agent.err"; exit 1; }
 
-run() {  # $1 cgroup, $2 client source: prints connections per second
+run() {  # $1 cgroup, $2 client source: prints "connections_per_s,cpu_us_per_connection"
   bash -c "echo \$\$ > $1/cgroup.procs; exec $bench $n 18080 $2" |
-    sed -n 's/.*rate_per_s=\([0-9]*\).*/\1/p'
+    sed -n 's/.*rate_per_s=\([0-9]*\) cpu_us_per_conn=\([0-9.]*\).*/\1,\2/p'
 }
 
 echo "agent_connect_bench: $(date -u +%FT%TZ) nproc=$(nproc) cpu=\"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')\" kernel=$(uname -r) load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
@@ -58,7 +58,7 @@ for ((r = 0; r < rounds; r++)); do
   det+=("$(run "$off" 127.0.0.1)")
   app+=("$(run "$on" 127.0.0.1)")
   nom+=("$(run "$on" 127.0.0.3)")
-  echo "round $r: detached ${det[r]}/s applied ${app[r]}/s no-match ${nom[r]}/s"
+  echo "round $r (conn/s,cpu us/conn): detached ${det[r]} applied ${app[r]} no-match ${nom[r]}"
 done
 applied=$(bpftool map dump pinned /sys/fs/bpf/spand/stats | python3 -c '
 import json, sys
@@ -66,11 +66,14 @@ print(sum(v["value"] for e in json.load(sys.stdin) if e["key"] == 1 for v in e["
 echo "program: policies applied to $applied connections (expected $((n * rounds)))"
 python3 - "${det[*]}" "${app[*]}" "${nom[*]}" <<'PY'
 import statistics, sys
-d, a, m = ([float(x) for x in arg.split()] for arg in sys.argv[1:4])
-md = statistics.median(d)
-print("median detached %.0f conn/s" % md)
-for name, v in (("applied", a), ("no match", m)):
-    mv = statistics.median(v)
-    print("median attached (%s) %.0f conn/s, ratio %.3f (%.1f%% slower)"
-          % (name, mv, mv / md, 100 * (1 - mv / md)))
+def parse(arg):
+    pairs = [x.split(",") for x in arg.split()]
+    return [float(p[0]) for p in pairs], [float(p[1]) for p in pairs]
+(dr, dc), (ar, ac), (mr, mc) = (parse(arg) for arg in sys.argv[1:4])
+md, mdc = statistics.median(dr), statistics.median(dc)
+print("median detached: %.0f conn/s, %.2f cpu us/conn" % (md, mdc))
+for name, r, c in (("applied", ar, ac), ("no match", mr, mc)):
+    mv, mvc = statistics.median(r), statistics.median(c)
+    print("median attached (%s): %.0f conn/s (%.1f%% slower), %.2f cpu us/conn (%+.1f%%)"
+          % (name, mv, 100 * (1 - mv / md), mvc, 100 * (mvc / mdc - 1)))
 PY
