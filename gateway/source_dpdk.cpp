@@ -61,6 +61,10 @@ struct VdevSpec {
   std::string name;    // "net_pcap0"
   std::string rx_pcap; // first rx_pcap= file, empty if none
   bool infinite_rx = false;
+  // From the file itself:
+  int dlt = DLT_EN10MB;
+  uint64_t packets = 0;     // records (counted for infinite_rx only)
+  uint32_t max_caplen = 0;  // largest record (counted for infinite_rx only)
 };
 
 std::vector<VdevSpec> parse_vdevs(const std::vector<std::string>& eal_args) {
@@ -91,12 +95,16 @@ std::vector<VdevSpec> parse_vdevs(const std::vector<std::string>& eal_args) {
 
 // libpcap DLT_ values (what pcap_datalink() returns) to our LINKTYPE_-numbered enum. They differ
 // only for raw IP (DLT_RAW is 12 on Linux, LINKTYPE_RAW is 101).
-LinkType link_from_dlt(int dlt) {
+bool link_from_dlt(int dlt, LinkType& out) {
   switch (dlt) {
-    case DLT_EN10MB: return LinkType::kEthernet;
-    case DLT_RAW: return LinkType::kRaw;
-    case 101: return LinkType::kRaw;
-    default: return static_cast<LinkType>(dlt); // unknown ones are counted by the worker
+    case DLT_EN10MB: out = LinkType::kEthernet; return true;
+    case DLT_RAW:
+    case 101: out = LinkType::kRaw; return true;
+    case 113: out = LinkType::kLinuxSll; return true;
+    case 228: out = LinkType::kIpv4; return true;
+    case 229: out = LinkType::kIpv6; return true;
+    case 276: out = LinkType::kLinuxSll2; return true;
+    default: return false;
   }
 }
 
@@ -112,6 +120,7 @@ struct PortState {
   int dlt = DLT_EN10MB;
   LinkType link = LinkType::kEthernet;
   uint64_t file_packets = 0;  // records in the rx_pcap file (infinite_rx preloads them all)
+  uint32_t max_caplen = 0;
   bool has_filter = false;
   bpf_program filter{};
   rte_mempool* pool = nullptr;
@@ -223,11 +232,19 @@ void start_queues(WorkerCtx& c) {
   for (QueueRef& q : c.queues) q.last_rx_tsc = c.start_tsc;
 }
 
+// A replay ends at its last packet, not after the idle wait that detected the end.
+uint64_t end_of_input_tsc(const WorkerCtx& c) {
+  if (!c.input_exhausted()) return rte_rdtsc();
+  uint64_t last = c.start_tsc;
+  for (const QueueRef& q : c.queues) last = std::max(last, q.last_rx_tsc);
+  return last;
+}
+
 int worker_lcore_main(void* arg) {
   WorkerCtx& c = *static_cast<WorkerCtx*>(arg);
   start_queues(c);
   while (!c.stop->load(std::memory_order_relaxed) && !c.input_exhausted()) poll_once(c);
-  c.end_tsc = rte_rdtsc();
+  c.end_tsc = end_of_input_tsc(c);
   c.worker->finish();
   c.done.store(true, std::memory_order_release);
   return 0;
@@ -254,20 +271,33 @@ class EalSession {
   std::vector<PortState> ports;
 };
 
-// Reads the rx_pcap file once: its link type (net_pcap hands over the bytes whatever the link
-// type) and its record count (infinite_rx keeps every record in an mbuf).
-bool inspect_pcap_file(PortState& p, const std::string& path, std::string& error) {
+// Opens the rx_pcap file before the EAL does, for a clear message when it is missing, and for
+// its link type (net_pcap hands over the bytes whatever the link type). For infinite_rx it also
+// counts the records: the driver keeps every one of them in an mbuf of our pool.
+bool inspect_pcap_file(VdevSpec& v, std::string& error) {
   char errbuf[PCAP_ERRBUF_SIZE] = {};
-  pcap_t* pc = pcap_open_offline(path.c_str(), errbuf);
+  pcap_t* pc = pcap_open_offline(v.rx_pcap.c_str(), errbuf);
   if (pc == nullptr) {
-    error = "cannot open " + path + ": " + errbuf;
+    error = v.name + ": cannot read rx_pcap " + v.rx_pcap + ": " + errbuf;
     return false;
   }
-  p.dlt = pcap_datalink(pc);
-  p.link = link_from_dlt(p.dlt);
-  pcap_pkthdr* hdr = nullptr;
-  const u_char* bytes = nullptr;
-  while (pcap_next_ex(pc, &hdr, &bytes) == 1) ++p.file_packets;
+  v.dlt = pcap_datalink(pc);
+  LinkType link;
+  if (!link_from_dlt(v.dlt, link)) {
+    const char* dlt_name = pcap_datalink_val_to_name(v.dlt);
+    error = v.name + ": " + v.rx_pcap + ": unsupported link type " + std::to_string(v.dlt) + " (" +
+            (dlt_name != nullptr ? dlt_name : "?") + "); supported: Ethernet, Linux SLL/SLL2, raw IP";
+    pcap_close(pc);
+    return false;
+  }
+  if (v.infinite_rx) {
+    pcap_pkthdr* hdr = nullptr;
+    const u_char* bytes = nullptr;
+    while (pcap_next_ex(pc, &hdr, &bytes) == 1) {
+      ++v.packets;
+      v.max_caplen = std::max(v.max_caplen, hdr->caplen);
+    }
+  }
   pcap_close(pc);
   return true;
 }
@@ -327,14 +357,19 @@ bool setup_port(PortState& p, unsigned workers, std::string& error) {
   uint16_t txd = kTxDescriptors;
   rte_eth_dev_adjust_nb_rx_tx_desc(p.port_id, &rxd, &txd);
 
-  // infinite_rx keeps the whole file in mbufs of this pool, on top of what rx needs.
-  const bool preload = p.infinite_rx;
+  // infinite_rx keeps the whole file in mbufs of this pool, on top of what rx needs; its mbufs
+  // are sized to the file's largest frame (the driver refuses chained mbufs there anyway).
   const uint64_t in_flight = uint64_t{p.rx_queues} * rxd + uint64_t{workers + 1} * (kMbufCache + kRxBurst);
-  const uint64_t mbufs = std::max<uint64_t>(kMinPoolMbufs, in_flight + (preload ? p.file_packets : 0));
+  const uint64_t mbufs =
+      std::max<uint64_t>(kMinPoolMbufs, in_flight + (p.infinite_rx ? p.file_packets : 0));
+  uint32_t data_room = RTE_MBUF_DEFAULT_BUF_SIZE;
+  if (p.infinite_rx) {
+    data_room = std::min<uint32_t>(UINT16_MAX, RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(p.max_caplen, 64));
+  }
   const std::string pool_name = "spand_rx" + std::to_string(p.port_id);
   const int socket = rte_eth_dev_socket_id(p.port_id);
   p.pool = rte_pktmbuf_pool_create(pool_name.c_str(), static_cast<unsigned>(mbufs), kMbufCache, 0,
-                                   RTE_MBUF_DEFAULT_BUF_SIZE, socket);
+                                   static_cast<uint16_t>(data_room), socket);
   if (p.pool == nullptr) {
     error = where + ": cannot create a pool of " + std::to_string(mbufs) +
             " mbufs: " + rte_strerror(rte_errno) + " (give the EAL more memory with -m)";
@@ -395,6 +430,10 @@ void print_port_stats(const std::vector<PortState>& ports) {
 SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const SourceOptions& opts,
                              Collector& out, std::string& error) {
   EalSession session;
+  std::vector<VdevSpec> vdevs = parse_vdevs(eal_args);
+  for (VdevSpec& v : vdevs) {
+    if (!v.rx_pcap.empty() && !inspect_pcap_file(v, error)) return SourceStatus::kBadInput;
+  }
   std::vector<std::string> arg_copy = eal_args;
   if (arg_copy.empty()) arg_copy.emplace_back("spand-gateway");
   std::vector<char*> argv;
@@ -409,7 +448,10 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
 
   const uint16_t nb_ports = rte_eth_dev_count_avail();
   if (nb_ports == 0) {
-    error = "no DPDK ports: bind a NIC to a DPDK driver or give --vdev net_pcap0,rx_pcap=FILE";
+    error = vdevs.empty() ? "no DPDK ports: bind a NIC to a DPDK driver or give --vdev "
+                            "net_pcap0,rx_pcap=FILE"
+                          : "no DPDK ports: the --vdev devices failed to probe (see the EAL "
+                            "messages above)";
     return SourceStatus::kBadInput;
   }
   const unsigned worker_lcores = rte_lcore_count() - 1;
@@ -423,7 +465,6 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   const int ts_bit = rte_mbuf_dynflag_lookup(RTE_MBUF_DYNFLAG_RX_TIMESTAMP_NAME, nullptr);
   if (clock.ts_offset >= 0 && ts_bit >= 0) clock.ts_flag = uint64_t{1} << ts_bit;
 
-  const std::vector<VdevSpec> vdevs = parse_vdevs(eal_args);
   session.ports.reserve(nb_ports);
   uint16_t port_id = 0;
   RTE_ETH_FOREACH_DEV(port_id) {
@@ -434,7 +475,10 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     p.name = name;
     for (const VdevSpec& v : vdevs) {
       if (v.name != p.name || v.rx_pcap.empty()) continue;
-      if (!inspect_pcap_file(p, v.rx_pcap, error)) return SourceStatus::kBadInput;
+      p.dlt = v.dlt;
+      link_from_dlt(v.dlt, p.link);
+      p.file_packets = v.packets;
+      p.max_caplen = v.max_caplen;
       p.replay = !v.infinite_rx;
       p.infinite_rx = v.infinite_rx;
       p.pcap_timestamps = true;
@@ -498,7 +542,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
         maybe_progress();
       }
     }
-    c.end_tsc = rte_rdtsc();
+    c.end_tsc = end_of_input_tsc(c);
     c.worker->finish();
     out.drain(*c.worker);
   } else {
@@ -536,10 +580,12 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     first_tsc = std::min(first_tsc, c->start_tsc);
     last_tsc = std::max(last_tsc, c->end_tsc);
   }
-  out.print_summary(stderr, workers);
   const double elapsed_s = last_tsc > first_tsc
                                ? static_cast<double>(last_tsc - first_tsc) / static_cast<double>(clock.tsc_hz)
                                : 0.0;
+  out.flush();
+  out.set_elapsed(elapsed_s);
+  out.print_summary(stderr, workers);
   std::fprintf(stderr,
                "dpdk: %llu packets received (%llu rejected by the filter) in %.3f s: %.3f Mpps on %u "
                "worker%s\n",
