@@ -56,6 +56,7 @@ enum HalfFlag : uint16_t {
   kHfRoundLimited = 1 << 11, // the current round's flight reached the replica's cwnd
   kHfMdPending = 1 << 12,  // measure the decrease once recovery ends
   kHfIpIdKnown = 1 << 13,  // max_ip_id is valid
+  kHfSackHoles = 1 << 15,  // the peer's last ACK carried SACK blocks above the cumulative ACK
   kHfSynAckSent = 1 << 14, // this side answered a SYN (simultaneous open sends SYN, then SYN-ACK)
 };
 
@@ -93,6 +94,7 @@ struct HalfFlow {
   uint32_t rtt_min_us = 0;
   uint32_t rtt_max_us = 0;
   uint32_t srtt_us = 0;    // smoothed as RFC 6298, for the RTO and idle-restart guesses
+  uint32_t rttvar_us = 0;
 
   // Congestion-control replica (windows in 1/65536 segment; at most 65535 segments).
   uint32_t cwnd_q16 = 0;

@@ -1,6 +1,9 @@
 #include "tracker.hpp"
 
 #include <algorithm>
+#ifdef SPAND_DEBUG_TRACKER
+#include <cstdio>
+#endif
 
 #include "worker.hpp"
 
@@ -9,6 +12,7 @@ namespace spand {
 namespace {
 
 constexpr uint32_t kRelMaxUs = 0xF000'0000u; // rebase relative times before they can overflow
+constexpr uint32_t kInitialRtoUs = 1'000'000;
 constexpr uint32_t kQ16 = 65536;  // cwnd fixed point: 1/65536 segment
 
 inline void bump(uint16_t& c) {
@@ -224,9 +228,8 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
 }
 
 uint32_t Tracker::rto_us(const HalfFlow& h) const {
-  // Without rttvar, 1.5 x srtt is a conservative stand-in for srtt + 4 rttvar on stable paths.
-  const uint32_t srtt_based = h.srtt_us + h.srtt_us / 2;
-  return std::max(cfg_.min_rto_us, srtt_based);
+  if (h.srtt_us == 0) return kInitialRtoUs; // RFC 6298 2.1: no sample yet
+  return std::max(cfg_.min_rto_us, h.srtt_us + 4 * h.rttvar_us); // RFC 6298 2.3
 }
 
 uint32_t Tracker::flight_segments(const HalfFlow& h, uint32_t extra_bytes) const {
@@ -329,21 +332,28 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
       h.snd_max = end;
     }
     const uint32_t idle_us = now_us - h.last_send_us;
+    const uint32_t rto = rto_us(h);
     if (h.cc == CcState::kFastRecovery) {
-      bump(h.rexmt_fast); // NewReno partial ACK or SACK-driven resend within the same event
-      if (idle_us >= rto_us(h) && seq == h.snd_una) { // recovery failed: the RTO fired
+      if (idle_us >= rto && seq == h.snd_una) { // recovery failed: the RTO fired
         start_loss_event(f, d, true, now_us);
-        h.rexmt_fast--;
         bump(h.rexmt_timeout);
+      } else {
+        bump(h.rexmt_fast); // NewReno partial ACK or SACK-driven resend within the same event
       }
-    } else if (h.dupacks >= 3 || (h.dupacks >= 1 && (h.flags & kHfSackPermitted) &&
-                                   idle_us < rto_us(h))) {
+    } else if (h.dupacks >= 3 || ((h.dupacks >= 1 || (h.flags & kHfSackHoles)) &&
+                                   (h.flags & kHfSackPermitted) && idle_us < rto)) {
+      // Dupack threshold, or SACK-based detection (RFC 6675, RACK in RFC 8985): the receiver
+      // reports data above a hole and the resend comes before the retransmission timer.
       start_loss_event(f, d, false, now_us);
       bump(h.rexmt_fast);
     } else if (h.cc == CcState::kTimeoutRecovery) {
       bump(h.rexmt_timeout); // go-back-N after an RTO, or the RTO backing off
-      if (seq == h.snd_una && idle_us >= rto_us(h)) ++h.rto_backoff;
-    } else if (idle_us >= rto_us(h) || seq == h.snd_una) {
+      if (seq == h.snd_una && idle_us >= rto) ++h.rto_backoff;
+    } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
+      // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
+      // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
+      bump(h.rexmt_other);
+    } else if (idle_us >= rto || seq == h.snd_una) {
       start_loss_event(f, d, true, now_us);
       bump(h.rexmt_timeout);
     } else {
@@ -356,9 +366,11 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   const uint32_t flight = flight_segments(h);
   h.round_flight_seg = std::max<uint16_t>(h.round_flight_seg, sat16(flight));
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
-  // Not while duplicate ACKs arrive: limited transmit (RFC 3042) and SACK let the flight exceed
-  // cwnd by the segments the receiver already holds.
-  if ((h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) && h.dupacks == 0) {
+  // Only when new data goes out (the sender's window allowed it), and not while the receiver
+  // holds out-of-order data (duplicate ACKs, SACK blocks): limited transmit (RFC 3042) and SACK
+  // accounting let snd_max - snd_una exceed cwnd by the segments the receiver already has.
+  if ((h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) && !below &&
+      h.dupacks == 0 && !(h.flags & kHfSackHoles)) {
     if (uint64_t(flight) * kQ16 > h.cwnd_q16) h.cwnd_q16 = clamp_cwnd(uint64_t(flight) * kQ16);
   }
   if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
@@ -366,6 +378,11 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
 
 void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
   HalfFlow& h = f.h(d);
+#ifdef SPAND_DEBUG_TRACKER
+  std::fprintf(stderr, "%u loss %s cc=%d cwnd=%.2f ssth=%u flight=%u dupacks=%u\n", now_us,
+               timeout ? "rto" : "fast", int(h.cc), h.cwnd_q16 / 65536.0, h.ssthresh_seg,
+               flight_segments(h), h.dupacks);
+#endif
   (void)now_us;
   const uint32_t cwnd_seg = cwnd_segments(h);
   if (h.cc == CcState::kCongestionAvoidance) {
@@ -420,6 +437,11 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   }
   // DSACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second block,
   // reports data received twice: the matching resend was spurious.
+  if (p.opt.sack_count == 0) {
+    h.flags &= ~kHfSackHoles;
+  } else if (seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack)) {
+    h.flags |= kHfSackHoles; // the receiver holds data above a hole
+  }
   if (p.opt.sack_count > 0) {
     const SackBlock& b0 = p.opt.sack[0];
     const bool dsack = seq_le(b0.right, ack) ||
@@ -504,7 +526,14 @@ void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
     if (rtt_us > h.rtt_max_us) h.rtt_max_us = rtt_us;
     ++h.rtt_count;
   }
-  h.srtt_us = h.srtt_us == 0 ? rtt_us : h.srtt_us - h.srtt_us / 8 + rtt_us / 8;
+  if (h.srtt_us == 0) { // RFC 6298 2.2 and 2.3
+    h.srtt_us = rtt_us;
+    h.rttvar_us = rtt_us / 2;
+  } else {
+    const uint32_t err = h.srtt_us > rtt_us ? h.srtt_us - rtt_us : rtt_us - h.srtt_us;
+    h.rttvar_us = h.rttvar_us - h.rttvar_us / 4 + err / 4;
+    h.srtt_us = h.srtt_us - h.srtt_us / 8 + rtt_us / 8;
+  }
   // Only the server's data (and the handshake) measure the path to the client's network.
   if (d != Dir::kS2C) return;
   Sample s = base_sample(f, SampleKind::kRtt);

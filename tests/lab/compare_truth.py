@@ -1,6 +1,7 @@
 """Compares spand-gateway's inference on a lab capture with the server kernel's own truth.
 
-Input: a directory made by a lab run (trace.pcap, tcp_probe.txt, realtime_minus_mono) and the
+Input: a lab run's trace log (tcp_probe.txt), the offset CLOCK_REALTIME - CLOCK_MONOTONIC
+(realtime_minus_mono: trace times are monotonic, capture times real) and the
 gateway's --flows-out / --samples-out for trace.pcap. The truth side parses the tcp:tcp_probe,
 tcp:tcp_cong_state_set and tcp:tcp_retransmit_skb trace lines (snd_cwnd and the recovery state
 on every ACK) with our own reader below. Prints per-connection agreement and totals; exit status
@@ -22,7 +23,7 @@ def endpoint(text):
     return host.strip('[]'), int(port)
 
 
-def kernel_truth(trace_path):
+def kernel_truth(trace_path, offset_s):
     probes, states, rexmits = {}, {}, {}
     for line in open(trace_path, errors='replace'):
         m = PROBE.search(line)
@@ -43,13 +44,18 @@ def kernel_truth(trace_path):
     for peer, acks in probes.items():
         wc_ca, fast, timeout, prev = [], 0, 0, 0
         for t, st in states.get(peer, []):
-            if st in (3, 4) and prev not in (3, 4):
+            # A loss event starts on entry into recovery (3) or loss (4) from the open state;
+            # an RTO during fast recovery (3 then 4) is a second, timeout event, as Tstat
+            # counts it, but the window then is no congestion-avoidance W_c.
+            if st == 4 and prev == 3:
+                timeout += 1
+            elif st in (3, 4) and prev not in (3, 4):
                 before = [a for a in acks if a[0] <= t] or acks[:1]
                 _, cwnd, ssth = before[-1]
                 fast += st == 3
                 timeout += st == 4
                 if cwnd >= ssth:  # congestion avoidance: a W_c sample (DESIGN.md)
-                    wc_ca.append(cwnd - 1)
+                    wc_ca.append((t + offset_s, cwnd - 1))
             prev = st
         truth[peer] = {'wc_ca': wc_ca, 'fast': fast, 'timeout': timeout,
                        'end_cwnd': acks[-1][1], 'rexmit': rexmits.get(peer, 0)}
@@ -59,6 +65,7 @@ def kernel_truth(trace_path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('trace')
+    ap.add_argument('offset', help='file holding CLOCK_REALTIME - CLOCK_MONOTONIC in seconds')
     ap.add_argument('flows')
     ap.add_argument('samples')
     ap.add_argument('--min-wc-within-1', type=float, default=0.0,
@@ -66,7 +73,7 @@ def main():
     ap.add_argument('--min-events', type=float, default=0.0,
                     help='fraction of connections whose loss events we must count exactly')
     args = ap.parse_args()
-    truth = kernel_truth(args.trace)
+    truth = kernel_truth(args.trace, float(open(args.offset).read()))
     flows = {(f['client'], f['client_port']): f
              for f in map(json.loads, open(args.flows)) if f['server_port'] == 5001}
     ours_wc = {}
@@ -74,21 +81,35 @@ def main():
         if s['kind'] == 'wc':
             ours_wc.setdefault((s['client'], s['client_port']), []).append(s)
     wc_total = wc_close = ev_ok = rx_ours = rx_kernel = 0
+    errors = []
     for peer, t in sorted(truth.items()):
         f = flows.get(peer)
         if f is None:
             continue
-        mine = [s['wc_segments'] for s in ours_wc.get(peer, []) if s['reason'] == 'loss_in_ca']
-        for i, k in enumerate(t['wc_ca']):
+        mine = [(s['ts_ns'] / 1e9, s['wc_segments']) for s in ours_wc.get(peer, [])
+                if s['reason'] == 'loss_in_ca']
+        # Each kernel loss in congestion avoidance is matched with our W_c sample nearest in
+        # time (within half a second), each of ours used once.
+        for when, k in t['wc_ca']:
             wc_total += 1
-            wc_close += i < len(mine) and abs(mine[i] - k) <= 1
+            near = [m for m in mine if abs(m[0] - when) < 0.5]
+            if near:
+                best = min(near, key=lambda m: abs(m[0] - when))
+                mine.remove(best)
+                errors.append(best[1] - k)
+                wc_close += abs(best[1] - k) <= 1
         events = (f['s2c']['loss_events_fast'], f['s2c']['loss_events_timeout'])
         ev_ok += events == (t['fast'], t['timeout'])
         rx_ours += f['s2c']['rexmt_packets']
         rx_kernel += t['rexmit']
-        print(f"{peer[0]}:{peer[1]} kernel W_c(ca)={t['wc_ca']} ours={mine} "
+        print(f"{peer[0]}:{peer[1]} kernel W_c(ca)={[k for _, k in t['wc_ca']]} "
+              f"ours={[s['wc_segments'] for s in ours_wc.get(peer, []) if s['reason'] == 'loss_in_ca']} "
               f"events kernel={t['fast']}/{t['timeout']} ours={events[0]}/{events[1]} "
               f"rexmit kernel={t['rexmit']} ours={f['s2c']['rexmt_packets']}")
+    if errors:
+        print(f'W_c error (ours - kernel) over {len(errors)} matched samples: mean '
+              f'{sum(errors) / len(errors):+.2f}, mean |error| '
+              f'{sum(map(abs, errors)) / len(errors):.2f} segments')
     n = len([p for p in truth if p in flows])
     wc_frac = wc_close / wc_total if wc_total else 1.0
     ev_frac = ev_ok / n if n else 0.0
