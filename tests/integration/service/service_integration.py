@@ -29,8 +29,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 GATEWAY = os.path.join(BUILD, "spand-gateway")
 REPLICA = os.path.join(BUILD, "gateway", "service", "spand-estimates")
-SPANDCTL = next(p for p in (os.path.join(BUILD, "tools", "spandctl"),
-                            os.path.join(BUILD, "tools", "spandctl-next")) if os.path.exists(p))
+SPANDCTL = os.path.join(BUILD, "tools", "spandctl")
 DESCRIPTOR = os.path.join(BUILD, "proto", "spand", "v1", "estimates.desc")
 PCAPS = os.path.join(SOURCE, "pcaps", "real")
 # Three real captures from different years, shifted to one start and merged: several client
