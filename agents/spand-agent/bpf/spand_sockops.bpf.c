@@ -50,11 +50,12 @@ struct {
   __type(value, __u8);
 } tune_ports SEC(".maps");
 
-/* LRU: an entry whose socket's close was missed is evicted, never blocks new sockets. */
+/* Socket-local storage: freed with the socket by the kernel, so no close callback, no
+ * deletes and no shared hash on the connection path (BTF for it comes from the object). */
 struct {
-  __uint(type, BPF_MAP_TYPE_LRU_HASH);
-  __uint(max_entries, SPAND_MAX_SOCKETS);
-  __type(key, __u64);
+  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
   __type(value, struct spand_sock_state);
 } sock_state SEC(".maps");
 
@@ -142,27 +143,28 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       count(SPAND_STAT_PACING_FAILED);
   }
   if (rate || (flags & SPAND_POLICY_SKIP_SS)) {
-    __u64 cookie = bpf_get_socket_cookie(skops);
-    struct spand_sock_state st = {};
-    st.phase = SPAND_PHASE_FIRST_WINDOW;
-    st.flags = flags;
-    if (rate) st.flags |= SPAND_STATE_PACED;
-    st.first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
-    if (bpf_map_update_elem(&sock_state, &cookie, &st, BPF_ANY)) {
+    struct bpf_sock* sk = skops->sk;
+    struct spand_sock_state* st =
+        sk ? bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE) : 0;
+    if (!st) {
       count(SPAND_STAT_STATE_FULL);
     } else {
-      bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-                                           BPF_SOCK_OPS_RTT_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG);
+      st->phase = SPAND_PHASE_FIRST_WINDOW;
+      st->flags = flags | (rate ? SPAND_STATE_PACED : 0);
+      st->first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
+      bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG);
     }
   }
   count(SPAND_STAT_APPLIED);
 }
 
 static __always_inline void on_ack(struct bpf_sock_ops* skops) {
-  __u64 cookie = bpf_get_socket_cookie(skops);
-  struct spand_sock_state* st = bpf_map_lookup_elem(&sock_state, &cookie);
+  struct bpf_sock* sk = skops->sk;
+  struct spand_sock_state* st;
   int v;
 
+  if (!sk) return;
+  st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
   if (!st) return;
   if (st->phase == SPAND_PHASE_FIRST_WINDOW) {
     if (skops->bytes_acked < st->first_window_bytes) return;
@@ -183,9 +185,10 @@ static __always_inline void on_ack(struct bpf_sock_ops* skops) {
       bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &v, sizeof(v));
     }
     bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_RTT_CB_FLAG);
-    bpf_map_delete_elem(&sock_state, &cookie);
+    st->phase = 0;
     return;
   }
+  if (st->phase != SPAND_PHASE_AFTER) return;
   /* Congestion avoidance under the clamp: the kernel cannot grow cwnd past the clamp, and
    * raising the clamp also raises ssthresh, so raise both by one segment once per round trip
    * (Reno's additive increase) when cwnd sits at the clamp. */
@@ -259,9 +262,9 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       on_ack(skops);
       break;
     case BPF_SOCK_OPS_STATE_CB:
+      /* Only tune-port sockets ask for this callback: drop an unused spand_tune request. */
       if (skops->args[1] == SPAND_TCP_CLOSE) {
         cookie = bpf_get_socket_cookie(skops);
-        bpf_map_delete_elem(&sock_state, &cookie);
         bpf_map_delete_elem(&sock_tune, &cookie);
       }
       break;

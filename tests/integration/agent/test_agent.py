@@ -117,11 +117,18 @@ def test_bpf_unpaced_whole_first_flight_and_no_estimate_default():
                             "-p", "%d:%d" % (PORT, SIZE), "-P", "10.77.1.0/24",
                             "-P", "10.77.2.0/24")
         agent.wait_line(r"applied port=8080 prefix=10.77.1.0/24 init_cwnd=%d .*pacing_Bps=0 " % EXPECTED)
-        start_server(lab)
+        srv = start_server(lab)
         lab.probe_start(PORT)
         port = lab.fetch("10.77.0.1", PORT, SIZE)
         cwnd, ssthresh, flight = first_flight(lab.probe_events(), port)
         assert (cwnd, ssthresh, flight) == (EXPECTED, EXPECTED, EXPECTED * MSS)
+        # Congestion avoidance under the clamp: +1 segment per round trip after the first
+        # window, never a slow-start jump (139 segments take about 4 round trips; slow start
+        # would have reached 2 x 34 after one).
+        m = srv.wait_line(r"done port=%d cwnd=(\d+) ssthresh=(\d+)" % port)
+        print("end of transfer: cwnd=%s ssthresh=%s" % (m.group(1), m.group(2)))
+        assert EXPECTED + 1 <= int(m.group(2)) <= EXPECTED + 5
+        assert int(m.group(1)) <= int(m.group(2))
         port = lab.fetch("10.77.0.1", PORT, SIZE, source_ip="10.77.2.2")
         cwnd, ssthresh, flight = first_flight(lab.probe_events(), port)
         assert cwnd == 10  # Linux's IW10: no estimate for 10.77.2.0/24

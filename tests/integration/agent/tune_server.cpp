@@ -1,9 +1,12 @@
 // Test server for spand_tune: accepts connections on PORT; each client sends its transfer
 // size as decimal text and a newline; the server calls spand_tune(fd, size) before its first
-// byte, prints "tune port=<client port> rc=<rc> cwnd=<window>" and sends that many bytes.
+// byte, prints "tune port=<client port> rc=<rc> cwnd=<window>" and sends that many bytes;
+// once the client closed (all data acknowledged) it prints the kernel's final
+// "done port=<client port> cwnd=<snd_cwnd> ssthresh=<snd_ssthresh>" from TCP_INFO.
 // With "notune" as second argument it only sends (a plain server for the non-tune tests).
 // Usage: tune_server PORT [notune]
 #include <arpa/inet.h>
+#include <linux/tcp.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -50,6 +53,16 @@ int main(int argc, char** argv) {
       if (n <= 0) break;
       off += static_cast<size_t>(n);
     }
+    // The client reads to EOF, then closes: by then every byte is acknowledged.
+    shutdown(c, SHUT_WR);
+    while (read(c, &ch, 1) > 0) {
+    }
+    tcp_info ti{};
+    socklen_t tlen = sizeof(ti);
+    getsockopt(c, IPPROTO_TCP, TCP_INFO, &ti, &tlen);
+    std::printf("done port=%u cwnd=%u ssthresh=%u\n", ntohs(peer.sin_port), ti.tcpi_snd_cwnd,
+                ti.tcpi_snd_ssthresh);
+    std::fflush(stdout);
     close(c);
   }
 }
