@@ -1,8 +1,10 @@
 // Benchmark (not a test): nanoseconds per parse_frame call on typical frames, each kind measured
-// separately and as a mix. Prints the machine (nproc, CPU model) and the date with the numbers.
+// separately and as a mix; each row is the best of 7 runs (the machine is shared). Prints the
+// machine (nproc, CPU model, load average) and the date with the numbers.
 // Usage: parse_bench [iterations per kind, default 20000000]
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -50,7 +52,7 @@ struct Result {
 };
 
 // Parses `frames` round-robin `iterations` times.
-Result measure(const std::vector<const Frame*>& frames, uint64_t iterations, uint64_t& sink) {
+Result measure_once(const std::vector<const Frame*>& frames, uint64_t iterations, uint64_t& sink) {
   spand::ParsedPacket p;
   const double cpu_start = thread_cpu_ns();
   const auto start = std::chrono::steady_clock::now();
@@ -66,6 +68,18 @@ Result measure(const std::vector<const Frame*>& frames, uint64_t iterations, uin
   const double n = static_cast<double>(iterations);
   return {std::chrono::duration<double, std::nano>(stop - start).count() / n,
           (thread_cpu_ns() - cpu_start) / n};
+}
+
+// The machine is shared: the best of several short runs is the one least disturbed by others.
+constexpr int kRepeats = 7;
+Result measure(const std::vector<const Frame*>& frames, uint64_t iterations, uint64_t& sink) {
+  Result best = measure_once(frames, iterations / kRepeats, sink);
+  for (int i = 1; i < kRepeats; ++i) {
+    const Result r = measure_once(frames, iterations / kRepeats, sink);
+    best.wall_ns = std::min(best.wall_ns, r.wall_ns);
+    best.cpu_ns = std::min(best.cpu_ns, r.cpu_ns);
+  }
+  return best;
 }
 
 }  // namespace
@@ -112,9 +126,13 @@ int main(int argc, char** argv) {
   char date[64];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %Z", std::gmtime(&now));
-  std::printf("parse_bench: %s; nproc %u; CPU %s; %llu iterations per row\n", date,
-              std::thread::hardware_concurrency(), cpu_model().c_str(),
-              static_cast<unsigned long long>(iterations));
+  double load[3] = {0, 0, 0};
+  getloadavg(load, 3);
+  std::printf(
+      "parse_bench: %s; nproc %u; CPU %s; load average %.2f; %llu iterations per row "
+      "(best of %d runs)\n",
+      date, std::thread::hardware_concurrency(), cpu_model().c_str(), load[0],
+      static_cast<unsigned long long>(iterations), kRepeats);
   std::printf("  %-26s %14s %14s %16s\n", "frame", "wall ns/frame", "cpu ns/frame",
               "Mframes/s (cpu)");
   uint64_t sink = 0;
