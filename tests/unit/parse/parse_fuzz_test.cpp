@@ -47,23 +47,33 @@ uint16_t rd16(const uint8_t* p) {
   return static_cast<uint16_t>((p[0] << 8) | p[1]);
 }
 
-// Where the IP header starts when the link header is known and carries no VLAN tags; -1 when
-// the frame has tags or another protocol there (the independent check below then only applies
-// the invariants that need no offsets).
-int untagged_ip_offset(LinkType link, const uint8_t* b, uint32_t caplen) {
+// Where the IP header starts: after the link header and up to two VLAN tags (the frames here
+// carry at most two). -1 when something else is there; check_accepted then only applies the
+// invariants that need no offsets.
+int ip_offset(LinkType link, const uint8_t* b, uint32_t caplen) {
+  uint32_t type_at = 0;
   switch (link) {
     case LinkType::kEthernet:
-      if (caplen < 14) return -1;
-      return (rd16(b + 12) == 0x0800 || rd16(b + 12) == 0x86dd) ? 14 : -1;
+      type_at = 12;
+      break;
     case LinkType::kLinuxSll:
-      if (caplen < 16) return -1;
-      return (rd16(b + 14) == 0x0800 || rd16(b + 14) == 0x86dd) ? 16 : -1;
+      type_at = 14;
+      break;
     case LinkType::kLinuxSll2:
-      if (caplen < 20) return -1;
-      return (rd16(b) == 0x0800 || rd16(b) == 0x86dd) ? 20 : -1;
+      type_at = 0;
+      break;
     default:
       return 0;
   }
+  uint32_t off = link == LinkType::kLinuxSll2 ? 20 : type_at + 2;
+  if (caplen < off) return -1;
+  uint16_t type = rd16(b + type_at);
+  for (int tags = 0; tags < 2 && (type == 0x8100 || type == 0x88a8 || type == 0x9100); ++tags) {
+    if (caplen < off + 4) return -1;
+    type = rd16(b + off + 2);
+    off += 4;
+  }
+  return (type == 0x0800 || type == 0x86dd) ? static_cast<int>(off) : -1;
 }
 
 // Checks an accepted frame against its headers. Returns a description of the first problem.
@@ -79,7 +89,7 @@ std::string check_accepted(LinkType link, const uint8_t* b, uint32_t caplen, uin
   // 16-bit length fields still bound it (IPv6's excludes its 40-byte fixed header).
   if (caplen < wire_len && p.payload_len + 40 > p.wire_len) return "payload_len exceeds the frame";
   if (p.payload_len + 20 > std::max<uint32_t>(p.wire_len, 65535)) return "payload_len too large";
-  const int off = untagged_ip_offset(link, b, caplen);
+  const int off = ip_offset(link, b, caplen);
   if (off < 0) return "";
   const uint8_t* ip = b + off;
   if (p.ip_version == 4) {
