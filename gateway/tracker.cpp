@@ -244,7 +244,8 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   uint32_t seq = p.seq;
   if (p.flags & kSyn) ++seq; // data on a SYN starts after it
   const uint32_t len = p.payload_len;
-  const uint32_t end = seq + len + ((p.flags & kFin) ? 1 : 0);
+  const uint32_t pend = seq + len;                       // end of the payload
+  const uint32_t end = pend + ((p.flags & kFin) ? 1 : 0); // end in sequence space (FIN counts)
 
   if (!(h.flags & kHfSeqKnown)) { // picked up mid-stream
     h.flags |= kHfSeqKnown;
@@ -277,10 +278,9 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
       return; // the sender sent it once: nothing else changes
     }
   }
-  ++h.data_packets;
   h.bytes += len;
   if (len > 0) {
-    if (h.first_data_us == 0 && h.data_packets == 1) h.first_data_us = now_us;
+    if (++h.data_packets == 1) h.first_data_us = now_us;
     h.last_data_us = now_us;
   }
   h.last_seq = seq;
@@ -295,7 +295,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
 
   if (!below) {
     if (seq_gt(seq, h.snd_max)) add_hole(h, h.snd_max, seq); // bytes the monitor never saw
-    h.unique_bytes += end - seq;
+    h.unique_bytes += len;
     h.snd_max = end;
     if (!(h.flags & kHfTimedValid) && len > 0) {
       h.timed_end = end;
@@ -310,14 +310,14 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   } else if (!(h.flags & kHfSynSeen) && seq_lt(seq, h.isn)) {
     // Picked up mid-stream: bytes below the lowest seen so far are a first sighting too.
     bump(h.reordered);
-    h.unique_bytes += (seq_lt(end, h.isn) ? end : h.isn) - seq;
+    h.unique_bytes += (seq_lt(pend, h.isn) ? pend : h.isn) - seq;
     if (seq_lt(end, h.isn)) add_hole(h, end, h.isn);
     h.isn = seq;
   } else if (const int i = find_hole(h, seq); i >= 0) {
     // Fills a gap: first sight of these bytes at the monitor (reordering, or upstream loss).
     bump(h.reordered);
     const uint32_t lo = h.hole_lo[i], hi = h.hole_hi[i];
-    h.unique_bytes += (seq_lt(end, hi) ? end : hi) - seq;
+    if (seq_gt(pend, seq)) h.unique_bytes += (seq_lt(pend, hi) ? pend : hi) - seq;
     if (seq == lo) {
       h.hole_lo[i] = seq_lt(end, hi) ? end : hi;
     } else {
@@ -328,7 +328,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     // A retransmission. Karn: the timed segment's sample is now ambiguous.
     if ((h.flags & kHfTimedValid) && seq_lt(seq, h.timed_end)) h.flags &= ~kHfTimedValid;
     if (seq_gt(end, h.snd_max)) {
-      h.unique_bytes += end - h.snd_max;
+      if (seq_gt(pend, h.snd_max)) h.unique_bytes += pend - h.snd_max;
       h.snd_max = end;
     }
     const uint32_t idle_us = now_us - h.last_send_us;
@@ -561,7 +561,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
   // End-of-connection W_c: a sender that never lost a segment ends with its current window.
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
-    if (h.unique_bytes > 1 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
+    if (h.unique_bytes > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
       wc_sample(f, d, cwnd_segments(h), WcReason::kEndOfConnection,
                 (h.flags & kHfRoundLimited) != 0);
     }
