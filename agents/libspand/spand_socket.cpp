@@ -3,8 +3,8 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <linux/tcp.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -139,8 +139,8 @@ extern "C" int spand_report(int fd, const char* socket_path) {
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, socket_path ? socket_path : SPAND_REPORT_SOCKET,
                sizeof(addr.sun_path) - 1);
-  ssize_t n = sendto(s, &msg, sizeof(msg), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&addr),
-                     sizeof(addr));
+  ssize_t n =
+      sendto(s, &msg, sizeof(msg), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
   int err = n < 0 ? -errno : 0;
   close(s);
   return err;

@@ -35,7 +35,7 @@ int spand_tune(int fd, uint64_t transfer_bytes, uint32_t* cwnd_out);
 #define SPAND_REPORT_MAGIC 0x53504e31u /* "SPN1" */
 struct spand_report_msg {
   uint32_t magic;
-  uint32_t family; /* AF_INET or AF_INET6 */
+  uint32_t family;       /* AF_INET or AF_INET6 */
   uint8_t peer_addr[16]; /* IPv4 in the first 4 bytes */
   uint32_t snd_cwnd_segments;
   uint32_t snd_ssthresh_segments;

@@ -39,9 +39,9 @@ struct spand_prefix_key {
 };
 
 /* spand_policy.flags */
-#define SPAND_POLICY_SET_CC 0x1u       /* switch congestion control to cc_name */
-#define SPAND_POLICY_SKIP_SS 0x2u      /* ssthresh := init_cwnd (via TCP_BPF_SNDCWND_CLAMP) */
-#define SPAND_POLICY_CA_EMULATE 0x4u   /* after the first window: raise the clamp 1 seg/RTT */
+#define SPAND_POLICY_SET_CC 0x1u     /* switch congestion control to cc_name */
+#define SPAND_POLICY_SKIP_SS 0x2u    /* ssthresh := init_cwnd (via TCP_BPF_SNDCWND_CLAMP) */
+#define SPAND_POLICY_CA_EMULATE 0x4u /* after the first window: raise the clamp 1 seg/RTT */
 /* spand_sock_state.flags only: the first window is paced, lift the rate after it */
 #define SPAND_STATE_PACED 0x100u
 
@@ -55,8 +55,8 @@ struct spand_policy {
   /* The estimate behind the numbers above, for spand_tune's per-socket cwnd_opt. */
   spand_u32 wc_segments;
   spand_u32 srtt_us;
-  spand_u32 acked_per_ack;           /* b */
-  char cc_name[SPAND_CC_NAME_LEN];   /* with SPAND_POLICY_SET_CC */
+  spand_u32 acked_per_ack;         /* b */
+  char cc_name[SPAND_CC_NAME_LEN]; /* with SPAND_POLICY_SET_CC */
 };
 
 /* Per-socket state kept by the program between callbacks, keyed by socket cookie. */
@@ -64,10 +64,10 @@ struct spand_policy {
 #define SPAND_PHASE_AFTER 2u        /* pacing lifted; clamp raised once per RTT */
 struct spand_sock_state {
   spand_u32 phase;
-  spand_u32 flags;                    /* copied from the policy */
-  spand_u64 first_window_bytes;       /* bytes_acked that ends the first window */
-  spand_u32 raise_mark_snd_nxt;       /* next clamp raise once snd_una passes this */
-  spand_u32 pending_tune;             /* 1: a spand_tune request waits for the first data */
+  spand_u32 flags;              /* copied from the policy */
+  spand_u64 first_window_bytes; /* bytes_acked that ends the first window */
+  spand_u32 raise_mark_snd_nxt; /* next clamp raise once snd_una passes this */
+  spand_u32 reserved;
 };
 
 /* stats array indices (per-CPU counters read by the agent and the tests) */

@@ -2,9 +2,11 @@
 /* spand sock_ops program: applies the agent's per-prefix policy (TCP/SPAND: initial window
  * cwnd_opt, ssthresh no higher, paced first window, SYN RTO seed) to TCP connections of the
  * cgroup it is attached to. Kernel mechanisms and their limits: docs/agent.md. */
+/* linux/bpf.h first: libbpf's helper declarations use its types. */
 #include <linux/bpf.h>
-#include <bpf/bpf_helpers.h>
+/* (separate block so that include sorting keeps the order) */
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
 
 #include "spand_maps.h"
 
@@ -138,8 +140,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     /* Setting a finite SO_MAX_PACING_RATE also requests TCP-internal pacing (no fq here).
      * bpf_setsockopt takes it as a 32-bit int (bytes/s); ~0U means unlimited. */
     __u32 rate32 = rate >= SPAND_PACING_UNLIMITED ? SPAND_PACING_UNLIMITED - 1 : (__u32)rate;
-    if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &rate32,
-                       sizeof(rate32)))
+    if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
       count(SPAND_STAT_PACING_FAILED);
   }
   if (rate || (flags & SPAND_POLICY_SKIP_SS)) {

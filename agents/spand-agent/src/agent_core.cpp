@@ -18,7 +18,10 @@ constexpr double kApplyRetryS = 30;
 
 AgentCore::AgentCore(const AgentConfig& cfg, EstimateSource& source, KernelApplier& applier,
                      Clock& clock, std::set<std::string> available_cc)
-    : cfg_(cfg), source_(source), applier_(applier), clock_(clock),
+    : cfg_(cfg),
+      source_(source),
+      applier_(applier),
+      clock_(clock),
       available_cc_(std::move(available_cc)) {
   double now = clock_.now_s();
   for (const Prefix& p : cfg_.static_prefixes) {

@@ -21,7 +21,7 @@ namespace {
 constexpr long kBpfFsMagic = 0xcafe4a11;
 
 bool ensure_bpffs(std::string& error) {
-  struct statfs st{};
+  struct statfs st {};
   if (statfs("/sys/fs/bpf", &st) == 0 && st.f_type == kBpfFsMagic) return true;
   mkdir("/sys/fs/bpf", 0755);
   if (mount("bpf", "/sys/fs/bpf", "bpf", 0, nullptr) != 0) {
@@ -59,10 +59,14 @@ int cleanup_stale_bpf() {
 
 BpfApplier::BpfApplier(std::string cgroup_path, uint32_t kernel_hz,
                        std::vector<uint16_t> tune_ports, bool tune_outgoing)
-    : cgroup_path_(std::move(cgroup_path)), kernel_hz_(kernel_hz),
-      tune_ports_(std::move(tune_ports)), tune_outgoing_(tune_outgoing) {}
+    : cgroup_path_(std::move(cgroup_path)),
+      kernel_hz_(kernel_hz),
+      tune_ports_(std::move(tune_ports)),
+      tune_outgoing_(tune_outgoing) {}
 
-BpfApplier::~BpfApplier() { stop(); }
+BpfApplier::~BpfApplier() {
+  stop();
+}
 
 bool BpfApplier::start(std::string& error) {
   if (!ensure_bpffs(error)) return false;
@@ -97,8 +101,8 @@ bool BpfApplier::start(std::string& error) {
   attached_ = true;
   // Pinned so that a restarted agent (even after SIGKILL) finds and replaces this instance,
   // and so that spand_tune can open the tune map.
-  if (bpf_link__pin(link_, SPAND_PIN_LINK) || bpf_map__pin(skel_->maps.prefix_policy,
-                                                           SPAND_PIN_PREFIX_MAP) ||
+  if (bpf_link__pin(link_, SPAND_PIN_LINK) ||
+      bpf_map__pin(skel_->maps.prefix_policy, SPAND_PIN_PREFIX_MAP) ||
       bpf_map__pin(skel_->maps.sock_tune, SPAND_PIN_TUNE_MAP) ||
       bpf_map__pin(skel_->maps.stats, SPAND_PIN_STATS_MAP) ||
       bpf_map__pin(skel_->maps.tune_ports, SPAND_PIN_TUNE_PORTS_MAP)) {

@@ -17,9 +17,12 @@ const PortConfig* AgentConfig::port(uint16_t p) const {
 
 const char* mode_name(Mode m) {
   switch (m) {
-    case Mode::kAuto: return "auto";
-    case Mode::kBpf: return "bpf";
-    case Mode::kRoute: return "route";
+    case Mode::kAuto:
+      return "auto";
+    case Mode::kBpf:
+      return "bpf";
+    case Mode::kRoute:
+      return "route";
   }
   return "?";
 }
@@ -98,9 +101,8 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   r.unknown_keys(root, {"agent", "policy", "port"});
   if (const toml::table* a = root["agent"].as_table()) {
     r.unknown_keys(*a, {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
-                        "report_socket", "prefix_len_v4", "prefix_len_v6",
-                        "refresh_interval_ms", "grpc_deadline_ms", "kernel_hz", "prefixes",
-                        "tune_outgoing"});
+                        "report_socket", "prefix_len_v4", "prefix_len_v6", "refresh_interval_ms",
+                        "grpc_deadline_ms", "kernel_hz", "prefixes", "tune_outgoing"});
     r.string(*a, "estimate_server", cfg.estimate_server);
     r.string(*a, "estimates_file", cfg.estimates_file);
     if (const toml::node* n = a->get("mode")) {
@@ -142,9 +144,9 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   }
   if (const toml::table* p = root["policy"].as_table()) {
     auto& pc = cfg.policy;
-    r.unknown_keys(*p, {"max_initial_cwnd", "min_samples", "max_age_s", "skip_slow_start",
-                        "ca_emulate", "pace", "seed_syn_rto", "mss", "high_bdp_cc",
-                        "high_bdp_wc_segments"});
+    r.unknown_keys(*p,
+                   {"max_initial_cwnd", "min_samples", "max_age_s", "skip_slow_start", "ca_emulate",
+                    "pace", "seed_syn_rto", "mss", "high_bdp_cc", "high_bdp_wc_segments"});
     r.integer(*p, "max_initial_cwnd", pc.max_initial_cwnd, 1, 65535);
     r.integer(*p, "min_samples", pc.min_samples, 0, INT64_MAX);
     r.number(*p, "max_age_s", pc.max_age_s, 0, 86400);
@@ -215,8 +217,9 @@ std::optional<ConfigError> load_config_file(const std::string& path, AgentConfig
 
 std::optional<ConfigError> validate(const AgentConfig& cfg) {
   if (cfg.estimate_server.empty() && cfg.estimates_file.empty())
-    return ConfigError{"no estimate source: set agent.estimate_server or agent.estimates_file "
-                       "(--server / --estimates-file)"};
+    return ConfigError{
+        "no estimate source: set agent.estimate_server or agent.estimates_file "
+        "(--server / --estimates-file)"};
   if (!cfg.estimate_server.empty() && !cfg.estimates_file.empty())
     return ConfigError{"set only one of estimate_server and estimates_file"};
   if (cfg.ports.empty())

@@ -14,7 +14,7 @@ namespace spand::agent {
 enum class Mode { kAuto, kBpf, kRoute };
 
 struct PortConfig {
-  uint16_t port = 0;  // local (listening) port; 0 = any port without its own entry
+  uint16_t port = 0;            // local (listening) port; 0 = any port without its own entry
   uint64_t response_bytes = 0;  // typical transfer size on this port, for cwnd_opt
   uint32_t acked_per_ack = 1;   // b: 1, or 2 with delayed ACKs
   bool enabled = true;
@@ -22,32 +22,32 @@ struct PortConfig {
 };
 
 struct PolicyConfig {
-  uint32_t max_initial_cwnd = 64;  // segments; cap on any window the agent sets
-  uint64_t min_samples = 3;        // fewer W_c samples: leave slow start alone
-  double max_age_s = 300;          // older estimates are dropped (the paper's window S)
-  bool skip_slow_start = true;     // ssthresh := initial window
-  bool ca_emulate = true;          // after the first window, +1 segment per RTT (BPF mode)
-  bool pace = true;                // pace the first window at cwnd / srtt
-  bool seed_syn_rto = true;        // SYN/SYN-ACK RTO from the RTT estimate (BPF mode)
-  uint32_t mss_bytes = 1448;       // for transfer segments and the pacing rate
-  std::string high_bdp_cc;         // congestion control for W_c >= high_bdp_wc_segments
+  uint32_t max_initial_cwnd = 64;      // segments; cap on any window the agent sets
+  uint64_t min_samples = 3;            // fewer W_c samples: leave slow start alone
+  double max_age_s = 300;              // older estimates are dropped (the paper's window S)
+  bool skip_slow_start = true;         // ssthresh := initial window
+  bool ca_emulate = true;              // after the first window, +1 segment per RTT (BPF mode)
+  bool pace = true;                    // pace the first window at cwnd / srtt
+  bool seed_syn_rto = true;            // SYN/SYN-ACK RTO from the RTT estimate (BPF mode)
+  uint32_t mss_bytes = 1448;           // for transfer segments and the pacing rate
+  std::string high_bdp_cc;             // congestion control for W_c >= high_bdp_wc_segments
   uint32_t high_bdp_wc_segments = 16;  // Scalable TCP's legacy window
 };
 
 struct AgentConfig {
   std::string config_path;
-  std::string estimate_server;   // host:port of spand.v1 Estimates
-  std::string estimates_file;    // static estimates (JSON) instead of the server
+  std::string estimate_server;  // host:port of spand.v1 Estimates
+  std::string estimates_file;   // static estimates (JSON) instead of the server
   Mode mode = Mode::kAuto;
-  std::string cgroup_path;       // empty: the cgroup2 mount found at start
+  std::string cgroup_path;                        // empty: the cgroup2 mount found at start
   std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
-  std::string report_socket;     // unix datagram socket for spand_report; empty: off
+  std::string report_socket;  // unix datagram socket for spand_report; empty: off
   uint32_t prefix_len_v4 = 24;
   uint32_t prefix_len_v6 = 48;
   uint32_t refresh_interval_ms = 1000;
   uint32_t grpc_deadline_ms = 200;
-  uint32_t kernel_hz = 0;        // 0: read CONFIG_HZ from the kernel config
-  bool tune_outgoing = false;    // BPF: also connections this host opens (port-0 policy)
+  uint32_t kernel_hz = 0;      // 0: read CONFIG_HZ from the kernel config
+  bool tune_outgoing = false;  // BPF: also connections this host opens (port-0 policy)
   bool dry_run = false;
   std::vector<Prefix> static_prefixes;  // fetched whether or not connections are seen
   std::vector<PortConfig> ports;

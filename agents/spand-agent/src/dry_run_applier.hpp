@@ -25,7 +25,8 @@ class DryRunApplier : public KernelApplier {
                  p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments,
                  p.skip_slow_start ? std::to_string(p.init_cwnd_segments).c_str() : "default",
                  static_cast<unsigned long long>(p.pacing_rate_bytes_per_s), p.srtt_us,
-                 p.syn_rto_ms, p.congestion_control.empty() ? "default" : p.congestion_control.c_str(),
+                 p.syn_rto_ms,
+                 p.congestion_control.empty() ? "default" : p.congestion_control.c_str(),
                  p.capped ? " (capped)" : "");
     std::fflush(out_);
     return true;

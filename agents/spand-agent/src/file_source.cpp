@@ -39,7 +39,7 @@ bool FileEstimateSource::load(std::string& error) {
     error = path_ + ": " + ex.what();
     return false;
   }
-  struct stat st{};
+  struct stat st {};
   if (stat(path_.c_str(), &st) == 0) mtime_ = st.st_mtim;
   for (const auto& [p, e] : fresh) pending_.push_back(e);
   // Prefixes that left the file come back as "no estimate" through get().
@@ -49,7 +49,7 @@ bool FileEstimateSource::load(std::string& error) {
 }
 
 bool FileEstimateSource::reload_if_changed() {
-  struct stat st{};
+  struct stat st {};
   if (stat(path_.c_str(), &st) != 0) return loaded_;
   if (loaded_ && st.st_mtim.tv_sec == mtime_.tv_sec && st.st_mtim.tv_nsec == mtime_.tv_nsec)
     return true;

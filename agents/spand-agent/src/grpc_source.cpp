@@ -24,8 +24,8 @@ std::optional<Estimate> from_proto(const spand::v1::Estimate& e) {
   est.min_rtt_ms = e.min_rtt_ms();
   est.age_s = e.age_s();
   est.verdict = e.verdict() == spand::v1::USE_ESTIMATE ? Verdict::kUseEstimate
-                : e.verdict() == spand::v1::SLOW_START  ? Verdict::kSlowStart
-                                                        : Verdict::kUnspecified;
+                : e.verdict() == spand::v1::SLOW_START ? Verdict::kSlowStart
+                                                       : Verdict::kUnspecified;
   return est;
 }
 

@@ -1,6 +1,7 @@
 // spand-agent: applies TCP/SPAND estimates to this server's kernel. A thin shell over
 // AgentCore: flags and config, privileges, the kernel applier, sock_diag discovery, the
 // report socket, /metrics, and the signal-driven exit that removes everything it installed.
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <linux/capability.h>
 #include <poll.h>
@@ -10,7 +11,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -41,7 +41,9 @@ namespace {
 enum ExitCode { kExitOk = 0, kExitRuntime = 1, kExitUsage = 2, kExitPrivileges = 4 };
 
 std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
+void on_signal(int) {
+  g_stop = true;
+}
 
 class SteadyClock : public Clock {
  public:
@@ -85,7 +87,8 @@ class LoggingApplier : public KernelApplier {
 };
 
 void usage(std::FILE* out) {
-  std::fprintf(out,
+  std::fprintf(
+      out,
       "usage: spand-agent [options]\n"
       "  -c, --config FILE          TOML configuration (see deploy/agent.toml.example)\n"
       "  -s, --server HOST:PORT     spand.v1 estimate service\n"
@@ -189,31 +192,42 @@ int run(int argc, char** argv) {
   std::vector<std::pair<int, std::string>> flags;
   bool once = false;
   enum { kMaxCwnd = 1000, kMinSamples, kMetrics, kReportSocket, kDryRun, kOnce };
-  static const option opts[] = {
-      {"config", required_argument, nullptr, 'c'},
-      {"server", required_argument, nullptr, 's'},
-      {"estimates-file", required_argument, nullptr, 'f'},
-      {"mode", required_argument, nullptr, 'm'},
-      {"cgroup", required_argument, nullptr, 'g'},
-      {"port", required_argument, nullptr, 'p'},
-      {"prefix", required_argument, nullptr, 'P'},
-      {"max-initial-cwnd", required_argument, nullptr, kMaxCwnd},
-      {"min-samples", required_argument, nullptr, kMinSamples},
-      {"metrics", required_argument, nullptr, kMetrics},
-      {"report-socket", required_argument, nullptr, kReportSocket},
-      {"dry-run", no_argument, nullptr, kDryRun},
-      {"once", no_argument, nullptr, kOnce},
-      {"help", no_argument, nullptr, 'h'},
-      {nullptr, 0, nullptr, 0}};
+  static const option opts[] = {{"config", required_argument, nullptr, 'c'},
+                                {"server", required_argument, nullptr, 's'},
+                                {"estimates-file", required_argument, nullptr, 'f'},
+                                {"mode", required_argument, nullptr, 'm'},
+                                {"cgroup", required_argument, nullptr, 'g'},
+                                {"port", required_argument, nullptr, 'p'},
+                                {"prefix", required_argument, nullptr, 'P'},
+                                {"max-initial-cwnd", required_argument, nullptr, kMaxCwnd},
+                                {"min-samples", required_argument, nullptr, kMinSamples},
+                                {"metrics", required_argument, nullptr, kMetrics},
+                                {"report-socket", required_argument, nullptr, kReportSocket},
+                                {"dry-run", no_argument, nullptr, kDryRun},
+                                {"once", no_argument, nullptr, kOnce},
+                                {"help", no_argument, nullptr, 'h'},
+                                {nullptr, 0, nullptr, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "c:s:f:m:g:p:P:h", opts, nullptr)) != -1) {
     switch (c) {
-      case 'c': config_path = optarg; break;
-      case 'h': usage(stdout); return kExitOk;
-      case kDryRun: cfg.dry_run = true; break;
-      case kOnce: once = true; break;
-      case '?': usage(stderr); return kExitUsage;
-      default: flags.emplace_back(c, optarg); break;
+      case 'c':
+        config_path = optarg;
+        break;
+      case 'h':
+        usage(stdout);
+        return kExitOk;
+      case kDryRun:
+        cfg.dry_run = true;
+        break;
+      case kOnce:
+        once = true;
+        break;
+      case '?':
+        usage(stderr);
+        return kExitUsage;
+      default:
+        flags.emplace_back(c, optarg);
+        break;
     }
   }
   if (optind < argc) {
@@ -228,18 +242,25 @@ int run(int argc, char** argv) {
   }
   for (auto& [flag, val] : flags) {
     switch (flag) {
-      case 's': cfg.estimate_server = val; break;
-      case 'f': cfg.estimates_file = val; break;
+      case 's':
+        cfg.estimate_server = val;
+        break;
+      case 'f':
+        cfg.estimates_file = val;
+        break;
       case 'm': {
         auto m = parse_mode(val);
         if (!m) {
-          std::fprintf(stderr, "spand-agent: --mode '%s': expected bpf, route or auto\n", val.c_str());
+          std::fprintf(stderr, "spand-agent: --mode '%s': expected bpf, route or auto\n",
+                       val.c_str());
           return kExitUsage;
         }
         cfg.mode = *m;
         break;
       }
-      case 'g': cfg.cgroup_path = val; break;
+      case 'g':
+        cfg.cgroup_path = val;
+        break;
       case 'p': {
         PortConfig pc;
         if (!parse_port_flag(val, pc)) {
@@ -259,10 +280,18 @@ int run(int argc, char** argv) {
         cfg.static_prefixes.push_back(*p);
         break;
       }
-      case kMaxCwnd: cfg.policy.max_initial_cwnd = static_cast<uint32_t>(std::stoul(val)); break;
-      case kMinSamples: cfg.policy.min_samples = std::stoull(val); break;
-      case kMetrics: cfg.metrics_listen = val; break;
-      case kReportSocket: cfg.report_socket = val; break;
+      case kMaxCwnd:
+        cfg.policy.max_initial_cwnd = static_cast<uint32_t>(std::stoul(val));
+        break;
+      case kMinSamples:
+        cfg.policy.min_samples = std::stoull(val);
+        break;
+      case kMetrics:
+        cfg.metrics_listen = val;
+        break;
+      case kReportSocket:
+        cfg.report_socket = val;
+        break;
     }
   }
   if (auto err = validate(cfg)) {
@@ -289,7 +318,8 @@ int run(int argc, char** argv) {
   if (cfg.kernel_hz == 0) cfg.kernel_hz = detect_kernel_hz();
   if (cfg.kernel_hz == 0) {
     // Without HZ the SYN RTO reply (in jiffies) cannot be computed: do not seed it.
-    std::fprintf(stderr, "spand-agent: kernel HZ unknown (set agent.kernel_hz); not seeding the SYN RTO\n");
+    std::fprintf(stderr,
+                 "spand-agent: kernel HZ unknown (set agent.kernel_hz); not seeding the SYN RTO\n");
     cfg.policy.seed_syn_rto = false;
   }
 
@@ -360,7 +390,8 @@ int run(int argc, char** argv) {
     try {
       metrics = std::make_unique<AgentMetrics>(cfg.metrics_listen);
     } catch (const std::exception& ex) {
-      std::fprintf(stderr, "spand-agent: /metrics on %s: %s\n", cfg.metrics_listen.c_str(), ex.what());
+      std::fprintf(stderr, "spand-agent: /metrics on %s: %s\n", cfg.metrics_listen.c_str(),
+                   ex.what());
       kernel->stop();
       return kExitRuntime;
     }
@@ -369,19 +400,21 @@ int run(int argc, char** argv) {
   if (!cfg.report_socket.empty() && !cfg.dry_run) {
     report_fd = open_report_socket(cfg.report_socket);
     if (report_fd < 0)
-      std::fprintf(stderr, "spand-agent: report socket %s: %s\n", cfg.report_socket.c_str(), std::strerror(errno));
+      std::fprintf(stderr, "spand-agent: report socket %s: %s\n", cfg.report_socket.c_str(),
+                   std::strerror(errno));
   }
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
 
   SteadyClock clock;
   AgentCore core(cfg, *source, logged, clock, available_cc());
-  std::fprintf(stderr, "spand-agent: running mode=%s cgroup=%s source=%s\n", kernel->name(),
-               bpf_applier ? cfg.cgroup_path.c_str() : "-",
-               cfg.estimates_file.empty() ? cfg.estimate_server.c_str() : cfg.estimates_file.c_str());
+  std::fprintf(
+      stderr, "spand-agent: running mode=%s cgroup=%s source=%s\n", kernel->name(),
+      bpf_applier ? cfg.cgroup_path.c_str() : "-",
+      cfg.estimates_file.empty() ? cfg.estimate_server.c_str() : cfg.estimates_file.c_str());
 
   std::vector<ReportItem> reports;
   while (!g_stop) {
@@ -438,4 +471,6 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace spand::agent
 
-int main(int argc, char** argv) { return spand::agent::run(argc, argv); }
+int main(int argc, char** argv) {
+  return spand::agent::run(argc, argv);
+}

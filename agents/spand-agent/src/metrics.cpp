@@ -61,9 +61,9 @@ struct AgentMetrics::Impl {
                             .Help("Events counted by the sock_ops program")
                             .Register(*registry);
     // Same order as enum spand_stat in bpf/spand_maps.h.
-    for (const char* ev : {"lookup", "applied", "iw_failed", "clamp_failed", "pacing_failed",
-                           "cc_failed", "pacing_lifted", "clamp_raised", "tune_applied",
-                           "state_full", "rto_seeded"})
+    for (const char* ev :
+         {"lookup", "applied", "iw_failed", "clamp_failed", "pacing_failed", "cc_failed",
+          "pacing_lifted", "clamp_raised", "tune_applied", "state_full", "rto_seeded"})
       program.push_back(&prog_family.Add({{"event", ev}}));
     last_program.assign(program.size(), 0);
     exposer.RegisterCollectable(registry);
@@ -83,8 +83,7 @@ void AgentMetrics::update(const CoreCounters& c, uint64_t grpc_errors, bool prog
   }
   m.applied->Increment(static_cast<double>(c.applied_total - m.last.applied_total));
   for (size_t i = 1; i < static_cast<size_t>(SkipReason::kCount); ++i)
-    m.skipped[i - 1]->Increment(
-        static_cast<double>(c.skipped_total[i] - m.last.skipped_total[i]));
+    m.skipped[i - 1]->Increment(static_cast<double>(c.skipped_total[i] - m.last.skipped_total[i]));
   m.cache_hits->Increment(static_cast<double>(c.cache_hits_total - m.last.cache_hits_total));
   m.grpc_errors->Increment(static_cast<double>(grpc_errors - m.last_grpc_errors));
   m.attached->Set(program_attached ? 1 : 0);

@@ -9,15 +9,24 @@ namespace spand::agent {
 
 const char* skip_reason_name(SkipReason r) {
   switch (r) {
-    case SkipReason::kNone: return "none";
-    case SkipReason::kNoEstimate: return "no_estimate";
-    case SkipReason::kSlowStart: return "slow_start";
-    case SkipReason::kTooFewSamples: return "too_few_samples";
-    case SkipReason::kStale: return "stale";
-    case SkipReason::kInvalid: return "invalid";
-    case SkipReason::kPortDisabled: return "port_disabled";
-    case SkipReason::kUnavailable: return "unavailable";
-    case SkipReason::kCount: break;
+    case SkipReason::kNone:
+      return "none";
+    case SkipReason::kNoEstimate:
+      return "no_estimate";
+    case SkipReason::kSlowStart:
+      return "slow_start";
+    case SkipReason::kTooFewSamples:
+      return "too_few_samples";
+    case SkipReason::kStale:
+      return "stale";
+    case SkipReason::kInvalid:
+      return "invalid";
+    case SkipReason::kPortDisabled:
+      return "port_disabled";
+    case SkipReason::kUnavailable:
+      return "unavailable";
+    case SkipReason::kCount:
+      break;
   }
   return "unknown";
 }

@@ -60,6 +60,8 @@ std::string Prefix::addr_str() const {
   return buf;
 }
 
-std::string Prefix::str() const { return addr_str() + "/" + std::to_string(len_bits); }
+std::string Prefix::str() const {
+  return addr_str() + "/" + std::to_string(len_bits);
+}
 
 }  // namespace spand::agent

@@ -27,8 +27,12 @@ struct ServingRoute {
   uint8_t scope = RT_SCOPE_UNIVERSE;
 };
 
-const uint8_t* family_addr(const Prefix& p) { return p.v4 ? &p.addr[12] : p.addr.data(); }
-size_t family_len(const Prefix& p) { return p.v4 ? 4 : 16; }
+const uint8_t* family_addr(const Prefix& p) {
+  return p.v4 ? &p.addr[12] : p.addr.data();
+}
+size_t family_len(const Prefix& p) {
+  return p.v4 ? 4 : 16;
+}
 
 int parse_getroute(const nlmsghdr* nlh, void* data) {
   auto* out = static_cast<ServingRoute*>(data);
@@ -43,8 +47,12 @@ int parse_getroute(const nlmsghdr* nlh, void* data) {
        attr = mnl_attr_next(attr)) {
     size_t len = mnl_attr_get_payload_len(attr);
     switch (mnl_attr_get_type(attr)) {
-      case RTA_TABLE: out->table = mnl_attr_get_u32(attr); break;
-      case RTA_OIF: out->oif = mnl_attr_get_u32(attr); break;
+      case RTA_TABLE:
+        out->table = mnl_attr_get_u32(attr);
+        break;
+      case RTA_OIF:
+        out->oif = mnl_attr_get_u32(attr);
+        break;
       case RTA_GATEWAY:
         if (len <= 16) {
           out->has_gateway = true;
@@ -57,7 +65,8 @@ int parse_getroute(const nlmsghdr* nlh, void* data) {
           std::memcpy(out->prefsrc.data(), mnl_attr_get_payload(attr), len);
         }
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return MNL_CB_OK;
@@ -80,7 +89,9 @@ int collect_ours(const nlmsghdr* nlh, void* data) {
 }  // namespace
 
 RouteApplier::RouteApplier() = default;
-RouteApplier::~RouteApplier() { stop(); }
+RouteApplier::~RouteApplier() {
+  stop();
+}
 
 bool RouteApplier::request(void* buf, std::string& error) {
   auto* nlh = static_cast<nlmsghdr*>(buf);
@@ -92,8 +103,8 @@ bool RouteApplier::request(void* buf, std::string& error) {
   }
   char rbuf[MNL_SOCKET_BUFFER_SIZE];
   ssize_t n = mnl_socket_recvfrom(nl_, rbuf, sizeof(rbuf));
-  if (n < 0 || mnl_cb_run(rbuf, n, nlh->nlmsg_seq, mnl_socket_get_portid(nl_), nullptr,
-                          nullptr) < 0) {
+  if (n < 0 ||
+      mnl_cb_run(rbuf, n, nlh->nlmsg_seq, mnl_socket_get_portid(nl_), nullptr, nullptr) < 0) {
     error = std::string("rtnetlink: ") + std::strerror(errno);
     return false;
   }
@@ -166,8 +177,10 @@ bool RouteApplier::upsert(const KernelPolicy& p, std::string& error) {
   }
   ServingRoute serving;
   ssize_t n = mnl_socket_recvfrom(nl_, buf, sizeof(buf));
-  if (n < 0 || mnl_cb_run(buf, n, nlh->nlmsg_seq, mnl_socket_get_portid(nl_), parse_getroute,
-                          &serving) < 0 || !serving.found) {
+  if (n < 0 ||
+      mnl_cb_run(buf, n, nlh->nlmsg_seq, mnl_socket_get_portid(nl_), parse_getroute, &serving) <
+          0 ||
+      !serving.found) {
     error = "no route serves " + pre.str() + ": " + std::strerror(errno);
     return false;
   }
@@ -187,7 +200,8 @@ bool RouteApplier::upsert(const KernelPolicy& p, std::string& error) {
   rtm = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(rtmsg)));
   rtm->rtm_family = static_cast<unsigned char>(family);
   rtm->rtm_dst_len = pre.len_bits;
-  rtm->rtm_table = serving.table < 256 ? static_cast<unsigned char>(serving.table) : static_cast<unsigned char>(RT_TABLE_UNSPEC);
+  rtm->rtm_table = serving.table < 256 ? static_cast<unsigned char>(serving.table)
+                                       : static_cast<unsigned char>(RT_TABLE_UNSPEC);
   rtm->rtm_protocol = kRouteProtocol;
   rtm->rtm_scope = serving.has_gateway ? static_cast<uint8_t>(RT_SCOPE_UNIVERSE) : serving.scope;
   rtm->rtm_type = RTN_UNICAST;
@@ -228,7 +242,8 @@ bool RouteApplier::remove(const PolicyKey& key, std::string& error) {
   rtm->rtm_family = pre.v4 ? AF_INET : AF_INET6;
   rtm->rtm_dst_len = pre.len_bits;
   rtm->rtm_protocol = kRouteProtocol;
-  rtm->rtm_table = it->second < 256 ? static_cast<unsigned char>(it->second) : static_cast<unsigned char>(RT_TABLE_UNSPEC);
+  rtm->rtm_table = it->second < 256 ? static_cast<unsigned char>(it->second)
+                                    : static_cast<unsigned char>(RT_TABLE_UNSPEC);
   rtm->rtm_scope = RT_SCOPE_NOWHERE;
   mnl_attr_put(nlh, RTA_DST, family_len(pre), family_addr(pre));
   mnl_attr_put_u32(nlh, RTA_TABLE, it->second);

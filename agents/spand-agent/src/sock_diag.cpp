@@ -1,11 +1,11 @@
 #include "sock_diag.hpp"
 
+#include <arpa/inet.h>
 #include <libmnl/libmnl.h>
 #include <linux/inet_diag.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <arpa/inet.h>
 
 #include <cerrno>
 #include <cstring>
@@ -59,7 +59,8 @@ bool dump_tcp_sockets(std::vector<TcpConn>& out, std::string& error) {
     nlh->nlmsg_type = SOCK_DIAG_BY_FAMILY;
     nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
     nlh->nlmsg_seq = seq;
-    auto* req = static_cast<inet_diag_req_v2*>(mnl_nlmsg_put_extra_header(nlh, sizeof(inet_diag_req_v2)));
+    auto* req =
+        static_cast<inet_diag_req_v2*>(mnl_nlmsg_put_extra_header(nlh, sizeof(inet_diag_req_v2)));
     req->sdiag_family = static_cast<uint8_t>(family);
     req->sdiag_protocol = IPPROTO_TCP;
     req->idiag_states = (1u << TCP_LISTEN) | (1u << TCP_ESTABLISHED) | (1u << TCP_SYN_RECV);

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "config.hpp"
+
+#include <gtest/gtest.h>
 
 namespace spand::agent {
 namespace {

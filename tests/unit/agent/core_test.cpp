@@ -85,8 +85,8 @@ TEST_F(CoreFixture, UnavailableSourceBacksOffAndKeepsDefaults) {
 
 TEST_F(CoreFixture, EstimateExpiresByAgeAndIsRemoved) {
   cfg.policy.max_age_s = 300;
-  source.estimates[P("198.51.100.0/24")] = E("198.51.100.0/24", 10, 20, 50,
-                                               Verdict::kUseEstimate, 290);
+  source.estimates[P("198.51.100.0/24")] =
+      E("198.51.100.0/24", 10, 20, 50, Verdict::kUseEstimate, 290);
   AgentCore core(cfg, source, kernel, clock);
   core.observe(P("198.51.100.7"));
   core.tick();

@@ -65,7 +65,9 @@ class FakeApplier : public KernelApplier {
   bool active() const override { return true; }
 };
 
-inline Prefix P(const char* s) { return *Prefix::parse(s); }
+inline Prefix P(const char* s) {
+  return *Prefix::parse(s);
+}
 
 inline Estimate E(const char* prefix, double wc, double rtt_ms = 20, uint64_t samples = 50,
                   Verdict v = Verdict::kUseEstimate, double age_s = 0) {

@@ -1,9 +1,10 @@
+#include "policy.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "fakes.hpp"
-#include "policy.hpp"
 
 namespace spand::agent::test {
 namespace {
@@ -49,9 +50,9 @@ TEST(Policy, SkipReasons) {
   EXPECT_EQ(decide(E("198.51.100.0/24", 10), 301, port(1000), pol, {}).skip, SkipReason::kStale);
   EXPECT_EQ(decide(E("198.51.100.0/24", NAN), 0, port(1000), pol, {}).skip, SkipReason::kInvalid);
   EXPECT_EQ(decide(E("198.51.100.0/24", 0.2), 0, port(1000), pol, {}).skip, SkipReason::kInvalid);
-  EXPECT_EQ(decide(E("198.51.100.0/24", 10, 20, 50, Verdict::kUnspecified), 0, port(1000), pol, {})
-                .skip,
-            SkipReason::kSlowStart);
+  EXPECT_EQ(
+      decide(E("198.51.100.0/24", 10, 20, 50, Verdict::kUnspecified), 0, port(1000), pol, {}).skip,
+      SkipReason::kSlowStart);
   PortConfig off = port(1000);
   off.enabled = false;
   EXPECT_EQ(decide(E("198.51.100.0/24", 10), 0, off, pol, {}).skip, SkipReason::kPortDisabled);
@@ -72,12 +73,12 @@ TEST(Policy, HighBdpCongestionControlOnlyWhenAvailable) {
   EXPECT_EQ(decide(E("198.51.100.0/24", 40), 0, port(100000), pol, {"reno", "cubic"})
                 .policy.congestion_control,
             "cubic");
-  EXPECT_EQ(decide(E("198.51.100.0/24", 40), 0, port(100000), pol, {"reno"})
-                .policy.congestion_control,
-            "");
-  EXPECT_EQ(decide(E("198.51.100.0/24", 15), 0, port(100000), pol, {"cubic"})
-                .policy.congestion_control,
-            "");
+  EXPECT_EQ(
+      decide(E("198.51.100.0/24", 40), 0, port(100000), pol, {"reno"}).policy.congestion_control,
+      "");
+  EXPECT_EQ(
+      decide(E("198.51.100.0/24", 15), 0, port(100000), pol, {"cubic"}).policy.congestion_control,
+      "");
 }
 
 TEST(Policy, SynRtoBounds) {
