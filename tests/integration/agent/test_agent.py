@@ -284,8 +284,10 @@ def test_unreachable_service_keeps_defaults_and_counts():
         # The Get and Watch failures are counted (the loop runs every second; poll /metrics).
         deadline = time.monotonic() + WAIT_S
         while True:
-            text = sh("nsenter --net=/run/netns/%s curl -s 127.0.0.1:19465/metrics" % lab.srv,
-                      check=False).stdout
+            text = subprocess.run(lab.in_srv([
+                "/usr/bin/python3", "-c",
+                "import urllib.request as u; print(u.urlopen('http://127.0.0.1:19465/metrics')"
+                ".read().decode())"]), capture_output=True, text=True).stdout
             errors = re.search(r"^spand_agent_grpc_errors_total (\S+)", text, re.M)
             unavailable = re.search(
                 r'^spand_agent_estimates_skipped_total\{reason="unavailable"\} (\S+)', text, re.M)
