@@ -267,7 +267,12 @@ inline Drop parse_by_ethertype(const uint8_t* data, uint32_t caplen, uint32_t wi
 
 Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
                  uint64_t ts_ns, ParsedPacket& out) {
-  out = ParsedPacket{};
+  // Only what a successful decode may leave unwritten is reset (tags, options); every other field
+  // is written on the way to Drop::kNone. Resetting the whole struct cost ~40% of the call.
+  // After a drop, `out` holds no meaningful values.
+  out.vlan_outer = 0;
+  out.vlan_inner = 0;
+  out.opt = TcpOptions{};
   // A record claiming fewer bytes on the wire than it captured is malformed; the captured bytes
   // did exist, so trust them. From here on caplen <= wire_len, which the IP checks rely on.
   if (wire_len < caplen) wire_len = caplen;
