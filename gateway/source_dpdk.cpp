@@ -19,6 +19,7 @@
 #include <rte_mbuf_dyn.h>
 #include <rte_pause.h>
 #pragma GCC diagnostic pop
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,7 @@ struct WorkerCtx {
   std::atomic<bool> done{false};
   uint64_t start_tsc = 0;
   uint64_t end_tsc = 0;
+  double cpu_s = 0; // CPU time of the polling thread: the honest rate on a shared machine
   bool all_replay = true;
 
   bool input_exhausted() const {
@@ -227,6 +229,13 @@ uint32_t poll_once(WorkerCtx& c) {
   return total;
 }
 
+double thread_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 void start_queues(WorkerCtx& c) {
   c.start_tsc = rte_rdtsc();
   for (QueueRef& q : c.queues) q.last_rx_tsc = c.start_tsc;
@@ -242,9 +251,11 @@ uint64_t end_of_input_tsc(const WorkerCtx& c) {
 
 int worker_lcore_main(void* arg) {
   WorkerCtx& c = *static_cast<WorkerCtx*>(arg);
+  const double cpu0 = thread_cpu_seconds();
   start_queues(c);
   while (!c.stop->load(std::memory_order_relaxed) && !c.input_exhausted()) poll_once(c);
   c.end_tsc = end_of_input_tsc(c);
+  c.cpu_s = thread_cpu_seconds() - cpu0;
   c.worker->finish();
   c.done.store(true, std::memory_order_release);
   return 0;
@@ -533,6 +544,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   if (worker_lcores == 0) {
     // Only the main lcore: it polls and drains in turn.
     WorkerCtx& c = *ctxs[0];
+    const double cpu0 = thread_cpu_seconds();
     start_queues(c);
     uint64_t passes = 0;
     while (g_stop_signal == 0 && !c.input_exhausted()) {
@@ -543,6 +555,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       }
     }
     c.end_tsc = end_of_input_tsc(c);
+    c.cpu_s = thread_cpu_seconds() - cpu0;
     c.worker->finish();
     out.drain(*c.worker);
   } else {
@@ -572,7 +585,9 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   uint64_t filtered = 0;
   uint64_t first_tsc = UINT64_MAX;
   uint64_t last_tsc = 0;
+  double cpu_s = 0;
   for (const auto& c : ctxs) {
+    cpu_s += c->cpu_s;
     workers.push_back(c->worker.get());
     rx_packets += c->rx_packets.load();
     filtered += c->filtered.load();
@@ -588,10 +603,11 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   out.print_summary(stderr, workers);
   std::fprintf(stderr,
                "dpdk: %llu packets received (%llu rejected by the filter) in %.3f s: %.3f Mpps on %u "
-               "worker%s\n",
+               "worker%s; polling CPU time %.3f s: %.3f Mpps per CPU-second\n",
                static_cast<unsigned long long>(rx_packets), static_cast<unsigned long long>(filtered),
                elapsed_s, elapsed_s > 0 ? static_cast<double>(rx_packets) / elapsed_s / 1e6 : 0.0,
-               nb_workers, nb_workers == 1 ? "" : "s");
+               nb_workers, nb_workers == 1 ? "" : "s", cpu_s,
+               cpu_s > 0 ? static_cast<double>(rx_packets) / cpu_s / 1e6 : 0.0);
   print_port_stats(session.ports);
   return SourceStatus::kOk;
 }

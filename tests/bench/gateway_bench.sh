@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Gateway benchmark (not a test): one run reports
+#   (a) spand-gateway on one worker lcore through DPDK (net_pcap infinite_rx), Mpps
+#   (b) dpdk-testpmd --forward-mode=rxonly on the same vdev input: the ceiling
+#   (c) tcptrace -n -l -r on the same file
+#   (d) spand-gateway --pcap on the same file
+#   (e) bytes of state per tracked connection
+#   (f) peak RSS of spand-gateway --pcap with 1M live connections
+# with the ratios, and the machine. Rates are given twice: per wall-clock second, and per CPU-second
+# of the thread (or process) doing the work. On a shared machine only the second is comparable
+# between runs: a busy-polling lcore gets whatever share of a core the scheduler gives it.
+#
+# Usage: tests/bench/gateway_bench.sh [BUILD_DIR]      (default: build)
+# Environment: WORK (captures and logs, default /tmp/spand-gateway-bench), DURATION (seconds per
+# DPDK run, default 10), CONNS / CONC (synthetic mix: connections / concurrency, default
+# 130000 / 115000), LIVE (handshakes for the RSS run, default 1000000).
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=${1:-build}
+[[ $build = /* ]] || build="$root/$build"
+GW="$build/spand-gateway"
+WORK=${WORK:-/tmp/spand-gateway-bench}
+DURATION=${DURATION:-10}
+CONNS=${CONNS:-130000}
+CONC=${CONC:-115000}
+LIVE=${LIVE:-1000000}
+PY=/usr/bin/python3
+EAL_BASE=(--no-huge --no-pci --no-shconf --log-level=lib.eal:warning)
+
+die() { echo "gateway_bench: $*" >&2; exit 1; }
+[[ -x $GW ]] || die "no $GW (build it: ninja -C $build spand-gateway)"
+command -v dpdk-testpmd >/dev/null || die "dpdk-testpmd missing (Debian package dpdk)"
+command -v tcptrace >/dev/null || die "tcptrace missing"
+[[ -x /usr/bin/time ]] || die "/usr/bin/time missing (Debian package time)"
+mkdir -p "$WORK"
+
+echo "== machine"
+echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+echo "host:    $(uname -n), kernel $(uname -r)"
+echo "cpu:     $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+echo "memory:  $(free -g | awk '/Mem:/ {print $2 " GB"}')"
+echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, before the run)"
+echo "dpdk:    $(pkg-config --modversion libdpdk 2>/dev/null || echo '?'), tcptrace $(tcptrace -v 2>&1 | grep -o 'version [0-9.]*' | head -1)"
+echo "gateway: $GW ($(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+
+echo "== captures"
+mix="$WORK/mix-$CONNS-$CONC.pcap"
+live="$WORK/live-$LIVE.pcap"
+[[ -s $mix ]] || $PY "$here/gen_synthetic.py" "$mix" --connections "$CONNS" --concurrency "$CONC" 2> "$mix.log" || die "generator failed"
+[[ -s $live ]] || $PY "$here/gen_synthetic.py" "$live" --shape handshakes --connections "$LIVE" 2> "$live.log" || die "generator failed"
+cat "$mix.log" "$live.log"
+mix_packets=$(grep -o '[0-9]* packets' "$mix.log" | cut -d' ' -f1)
+max_caplen=128 # the generator's default snap length
+# infinite_rx keeps every record in an mbuf: about 512 bytes each with a 256-byte data room.
+eal_mb=$(( mix_packets * 512 / 1048576 + 512 ))
+vdev="net_pcap0,rx_pcap=$mix,infinite_rx=1"
+clk_tck=$(getconf CLK_TCK)
+
+# CPU seconds of the thread named $2 in process $1 (utime + stime).
+thread_cpu() {
+  local pid=$1 name=$2 t
+  for t in /proc/"$pid"/task/*; do
+    if [[ $(cat "$t/comm" 2>/dev/null) == "$name" ]]; then
+      awk -v hz="$clk_tck" '{printf "%.2f", ($14 + $15) / hz}' "$t/stat"
+      return
+    fi
+  done
+  echo 0
+}
+
+echo "== (a) spand-gateway, 1 worker lcore, DPDK net_pcap infinite_rx, ${DURATION} s"
+"$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- > /dev/null 2> "$WORK/gw_dpdk.log" &
+pid=$!
+# The clock starts when the worker lcore polls; setup (preloading the file) is not measured.
+sleep "$DURATION"
+kill -INT "$pid"
+wait "$pid" || die "gateway (DPDK) failed: $(tail -3 "$WORK/gw_dpdk.log")"
+line=$(grep -a '^dpdk: .* packets received' "$WORK/gw_dpdk.log") || die "no dpdk summary line"
+echo "$line"
+grep -a '^summary:\|^connections:\|^samples:' "$WORK/gw_dpdk.log" | sed 's/^/  /'
+gw_dpdk_wall=$(sed -E 's/.*: ([0-9.]+) Mpps on.*/\1/' <<< "$line")
+gw_dpdk_cpu=$(sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$line")
+
+echo "== (b) dpdk-testpmd --forward-mode=rxonly, same vdev, ${DURATION} s"
+dpdk-testpmd -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- --forward-mode=rxonly \
+  --total-num-mbufs=$(( mix_packets + 16384 )) --mbuf-size=$(( 128 + max_caplen )) \
+  --stats-period=1 > "$WORK/testpmd.log" 2>&1 &
+pid=$!
+sleep "$DURATION"
+tp_cpu_s=$(thread_cpu "$pid" rte-worker-1)
+kill -INT "$pid"
+wait "$pid" || true
+tp_packets=$(grep -a 'RX-packets:.*RX-dropped' "$WORK/testpmd.log" | tail -1 | awk '{print $2}')
+[[ -n $tp_packets ]] || die "testpmd printed no totals: $(tail -5 "$WORK/testpmd.log")"
+# Wall rate: testpmd's own per-second Rx-pps, first two seconds (warm-up) left out.
+tp_wall=$(grep -a 'Rx-pps:' "$WORK/testpmd.log" | awk 'NR > 2 {s += $2; n++} END {if (n) printf "%.3f", s / n / 1e6; else print 0}')
+tp_cpu=$(awk -v p="$tp_packets" -v c="$tp_cpu_s" 'BEGIN {if (c > 0) printf "%.3f", p / c / 1e6; else print 0}')
+echo "testpmd: $tp_packets packets; $tp_wall Mpps (wall); forwarding lcore CPU $tp_cpu_s s: $tp_cpu Mpps per CPU-second"
+
+timed() { # prints "wall user sys maxrss_kb" of the command; its stdout and stderr go to $1
+  local log=$1
+  shift
+  /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.out" "$@" > "$log" 2>&1 || die "$1 failed: $(tail -3 "$log")"
+  cat "$WORK/time.out"
+}
+
+echo "== (c) tcptrace -n -l -r (no name lookups: tcptrace's fastest mode)"
+read -r tt_wall tt_user tt_sys _ < <(timed "$WORK/tcptrace.log" tcptrace -n -l -r "$mix")
+tt_cpu=$(awk -v a="$tt_user" -v b="$tt_sys" 'BEGIN {print a + b}')
+tt_conns=$(grep -a -c '^TCP connection [0-9]*:' "$WORK/tcptrace.log" || true)
+echo "tcptrace: $mix_packets packets, $tt_conns connections in $tt_wall s wall, $tt_cpu s CPU"
+
+echo "== (d) spand-gateway --pcap"
+read -r gp_wall gp_user gp_sys _ < <(timed "$WORK/gw_pcap.log" "$GW" --pcap "$mix")
+gp_cpu=$(awk -v a="$gp_user" -v b="$gp_sys" 'BEGIN {print a + b}')
+grep -a '^summary:\|^elapsed:\|^connections:\|^samples:' "$WORK/gw_pcap.log" | sed 's/^/  /'
+echo "gateway --pcap: $mix_packets packets in $gp_wall s wall, $gp_cpu s CPU (process: table set-up and file reading included)"
+gp_own=$(grep -a '^elapsed:' "$WORK/gw_pcap.log" | sed -E 's/.* ([0-9.]+) Mpps.*/\1/')
+
+echo "== (e) state per tracked connection"
+g++ -std=c++20 -O2 -I"$root/gateway" "$here/gateway_bench_sizes.cpp" "$build/gateway/libspand_core.a" \
+  -o "$WORK/gateway_bench_sizes" || die "cannot build gateway_bench_sizes"
+"$WORK/gateway_bench_sizes" | tee "$WORK/sizes.txt"
+bpf=$(awk '/bytes_per_flow/ {print $2}' "$WORK/sizes.txt")
+tbytes=$(awk '/table_bytes/ {print $2}' "$WORK/sizes.txt")
+cap=$(awk '/flow_capacity/ {print $2}' "$WORK/sizes.txt")
+echo "per connection: $bpf B of flow state; the table reserves $(( tbytes / cap )) B per connection of capacity"
+
+echo "== (f) peak RSS, spand-gateway --pcap with $LIVE live connections (handshakes, no close)"
+read -r lv_wall _ _ lv_rss < <(timed "$WORK/gw_live.log" "$GW" --pcap "$live")
+grep -a '^connections:' "$WORK/gw_live.log" | sed 's/^/  /'
+echo "peak RSS: $(( lv_rss / 1024 )) MB ($(( lv_rss * 1024 / LIVE )) B per live connection, fixed costs included), $lv_wall s"
+
+echo "== results"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.1f", a / b; else print "n/a"}'; }
+tt_rate_cpu=$(awk -v p="$mix_packets" -v c="$tt_cpu" 'BEGIN {printf "%.4f", p / c / 1e6}')
+tt_rate_wall=$(awk -v p="$mix_packets" -v c="$tt_wall" 'BEGIN {printf "%.4f", p / c / 1e6}')
+gp_rate_cpu=$(awk -v p="$mix_packets" -v c="$gp_cpu" 'BEGIN {printf "%.4f", p / c / 1e6}')
+gp_rate_wall=$(awk -v p="$mix_packets" -v c="$gp_wall" 'BEGIN {printf "%.4f", p / c / 1e6}')
+printf '%-44s %14s %18s\n' "" "Mpps (wall)" "Mpps per CPU-s"
+printf '%-44s %14s %18s\n' "(a) spand-gateway, DPDK, 1 worker lcore" "$gw_dpdk_wall" "$gw_dpdk_cpu"
+printf '%-44s %14s %18s\n' "(b) dpdk-testpmd rxonly (ceiling)" "$tp_wall" "$tp_cpu"
+printf '%-44s %14s %18s\n' "(c) tcptrace -n -l -r" "$tt_rate_wall" "$tt_rate_cpu"
+printf '%-44s %14s %18s\n' "(d) spand-gateway --pcap (whole process)" "$gp_rate_wall" "$gp_rate_cpu"
+printf '%-44s %14s %18s\n' "(d') spand-gateway --pcap, its packet loop" "$gp_own" ""
+echo "ratios (per CPU-second; wall in brackets):"
+echo "  gateway DPDK / testpmd ceiling: $(ratio "$gw_dpdk_cpu" "$tp_cpu") ($(ratio "$gw_dpdk_wall" "$tp_wall"))"
+echo "  gateway DPDK / tcptrace:        $(ratio "$gw_dpdk_cpu" "$tt_rate_cpu") ($(ratio "$gw_dpdk_wall" "$tt_rate_wall"))   target >= 20"
+echo "  gateway --pcap / tcptrace:      $(ratio "$gp_rate_cpu" "$tt_rate_cpu") ($(ratio "$gp_rate_wall" "$tt_rate_wall"))"
+echo "targets: >= 10 Mpps per lcore via DPDK: (a) above; <= 256 B per connection: $bpf B"
+echo "(e) $bpf B per connection; (f) peak RSS $(( lv_rss / 1024 )) MB with $LIVE live connections"
+echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -1,0 +1,14 @@
+// Prints the gateway's per-connection state size for gateway_bench.sh: the flow entry itself and
+// what the flow table reserves per slot (entry + probe tag) at the default capacity.
+#include <cstdio>
+
+#include "worker.hpp"
+
+int main() {
+  spand::WorkerConfig cfg;
+  spand::Worker w(cfg);
+  std::printf("bytes_per_flow %zu\n", spand::Worker::bytes_per_flow());
+  std::printf("table_bytes %zu\n", w.table_bytes());
+  std::printf("flow_capacity %u\n", cfg.flow_capacity);
+  return 0;
+}
