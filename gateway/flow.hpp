@@ -27,7 +27,10 @@ struct FlowKey {
   IpAddr hi_addr;
   uint16_t lo_port = 0;
   uint16_t hi_port = 0;
-  bool operator==(const FlowKey&) const = default;
+  bool operator==(const FlowKey& o) const {
+    return lo_port == o.lo_port && hi_port == o.hi_port && lo_addr == o.lo_addr &&
+           hi_addr == o.hi_addr;
+  }
 };
 
 // Builds the canonical key of a packet; `src_is_lo` tells which side sent it.

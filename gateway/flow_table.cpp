@@ -1,6 +1,7 @@
 #include "flow_table.hpp"
 
 #include <cstring>
+#include <new>
 
 namespace spand {
 
@@ -9,7 +10,11 @@ FlowTable::FlowTable(uint32_t capacity)
       // Load factor at most 0.8 keeps linear-probe chains short.
       slots_(capacity_ + capacity_ / 4 + 2),
       tags_(new uint32_t[slots_]()),
-      flows_(new Flow[slots_]) {}
+      // calloc, not new[]: the kernel hands out zero pages lazily, so a table sized for
+      // millions of connections costs memory only as slots are used.
+      flows_(static_cast<Flow*>(std::calloc(slots_, sizeof(Flow)))) {
+  if (!flows_) throw std::bad_alloc();
+}
 
 uint32_t FlowTable::pick_victim(uint32_t hash) const {
   uint32_t best = UINT32_MAX;
@@ -55,8 +60,9 @@ namespace spand {
 
 FlowKey make_key(const ParsedPacket& p, bool& src_is_lo) {
   FlowKey k;
-  const int c = std::memcmp(p.src.bytes.data(), p.dst.bytes.data(), 16);
-  src_is_lo = c < 0 || (c == 0 && p.sport <= p.dport);
+  // Any total order makes the key canonical; word compares are cheaper than memcmp.
+  const uint64_t s0 = p.src.word(0), d0 = p.dst.word(0), s1 = p.src.word(1), d1 = p.dst.word(1);
+  src_is_lo = s0 != d0 ? s0 < d0 : s1 != d1 ? s1 < d1 : p.sport <= p.dport;
   if (src_is_lo) {
     k.lo_addr = p.src;
     k.hi_addr = p.dst;

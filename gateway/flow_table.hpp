@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <new>
 
 #include "flow.hpp"
 
@@ -49,10 +51,10 @@ class FlowTable {
     uint32_t i = home(tag);
     while (tags_[i] != kEmpty) i = next(i);
     tags_[i] = tag;
-    flows_[i] = Flow{};
-    flows_[i].key = key;
+    Flow* f = new (&flows_[i]) Flow{}; // slot memory is raw until first use (see constructor)
+    f->key = key;
     ++size_;
-    return &flows_[i];
+    return f;
   }
 
   // Removes a flow returned by find()/insert(). Pointers to other flows may move.
@@ -99,7 +101,10 @@ class FlowTable {
   uint32_t size_ = 0;
   uint32_t cursor_ = 0;
   std::unique_ptr<uint32_t[]> tags_;
-  std::unique_ptr<Flow[]> flows_;
+  struct FreeDeleter {
+    void operator()(Flow* p) const { std::free(p); }
+  };
+  std::unique_ptr<Flow[], FreeDeleter> flows_;
 };
 
 } // namespace spand

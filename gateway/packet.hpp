@@ -40,7 +40,13 @@ const char* drop_name(Drop d);
 // IPv4 addresses are stored as IPv4-mapped IPv6 (::ffff:a.b.c.d) so one key type serves both.
 struct IpAddr {
   std::array<uint8_t, 16> bytes{};
-  bool operator==(const IpAddr&) const = default;
+  bool operator==(const IpAddr& o) const { return word(0) == o.word(0) && word(1) == o.word(1); }
+  // The address as two 64-bit words (host order of the bytes as stored): cheap compares.
+  uint64_t word(int i) const {
+    uint64_t w;
+    std::memcpy(&w, bytes.data() + 8 * i, 8);
+    return w;
+  }
   bool is_v4() const {
     static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     return std::memcmp(bytes.data(), kMapped, 12) == 0;
