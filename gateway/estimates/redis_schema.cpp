@@ -2,12 +2,46 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 namespace spand {
 
-std::string bucket_key(const Prefix& prefix, uint64_t bucket_start_s) {
-  return "spand:{" + prefix.to_string() + "}:b:" + std::to_string(bucket_start_s);
+std::string window_key(const Prefix& prefix) { return "spand:{" + prefix.to_string() + "}:w"; }
+
+bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, uint64_t* agent_n) {
+  // strtod/strtoull need a terminated string; a value is at most ~150 bytes.
+  char buf[256];
+  if (value.size() >= sizeof buf) return false;
+  value.copy(buf, value.size());
+  buf[value.size()] = 0;
+  double v[kBucketValueFields];
+  uint64_t newest = 0;
+  const char* cur = buf;
+  for (size_t i = 0; i < kBucketValueFields; ++i) {
+    char* end = nullptr;
+    if (i == 6) {
+      newest = std::strtoull(cur, &end, 10); // nanoseconds do not fit a double exactly
+      v[i] = 0;
+    } else {
+      v[i] = std::strtod(cur, &end);
+    }
+    if (end == cur) return false;
+    cur = end;
+  }
+  acc.wc_count += uint64_t(v[0]);
+  acc.wc_sum += v[1];
+  acc.wc_sumsq += v[2];
+  if (v[3] > 0) {
+    acc.rtt_count += uint64_t(v[3]);
+    acc.rtt_sum_us += v[4];
+    acc.rtt_min_us = std::min(acc.rtt_min_us, uint32_t(v[5]));
+  }
+  acc.newest_ts_ns = std::max(acc.newest_ts_ns, newest);
+  if (gw_n) *gw_n += uint64_t(v[7]);
+  if (agent_n) *agent_n += uint64_t(v[8]);
+  return true;
 }
 
 std::string activity_key(uint64_t bucket_start_s) { return "spand:{g}:act:" + std::to_string(bucket_start_s); }
@@ -69,78 +103,70 @@ constexpr const char* kLuaGreater =
 
 } // namespace
 
-// KEYS[1] bucket key. ARGV: writer id, seq, wc_n, wc_sum, wc_sumsq, rtt_n, rtt_sum_us,
-// rtt_min_us, newest_ts_ns, origin field ('gw_n' or 'agent_n'), origin samples, ttl_s. Returns 1
-// if applied, 0 if this writer already applied an update with this or a later seq to the key (a
-// retry after a lost reply), which makes retries exactly-once. One HMGET and one HSET: the sums
-// are added in Lua (sample values are integers, and integer sums below 2^53 are exact in Lua's
-// doubles; Redis writes Lua numbers back in shortest round-trip form), which costs less than
-// one HINCRBY per field. EXPIRE only when the key is created.
+// KEYS[1] window key. ARGV: writer id, seq, bucket_start_s, wc_n, wc_sum, wc_sumsq, rtt_n,
+// rtt_sum_us, rtt_min_us, newest_ts_ns, origin ('gw' or 'agent'), origin samples, ttl_s.
+// Returns 1 if applied, 0 if this writer already applied an update with this or a later seq to
+// the bucket (a retry after a lost reply): retries are exactly-once. One HMGET and one HSET; the
+// sums are added in Lua (sample values are integers, and integer sums below 2^53 are exact in
+// doubles, written back with %.17g). A bucket field ends with its creation time (server TIME,
+// seconds); when a bucket field is created, the fields created ttl_s or more wall seconds ago are
+// deleted with their writer fields: the per-bucket key TTL of the old schema, done by hand
+// (HGETALL of about 2 * buckets-per-window fields, once per prefix per bucket). Which buckets
+// count is still decided by capture time, by the reader. EXPIRE ttl_s on each write.
 const RedisScript& write_bucket_script() {
   static const RedisScript s = make(R"lua(
 local k = KEYS[1]
-local wf = 'w:' .. ARGV[1]
-local origin = ARGV[10]
-local v = redis.call('HMGET', k, wf, 'wc_n', 'wc_sum', 'wc_sumsq', 'rtt_n', 'rtt_sum_us', 'rtt_min_us', 'newest_ts_ns', origin)
+local b = ARGV[3]
+local wf = 'w:' .. ARGV[1] .. ':' .. b
+local v = redis.call('HMGET', k, wf, b)
 if v[1] and tonumber(v[1]) >= tonumber(ARGV[2]) then return 0 end
-local out = {wf, ARGV[2], origin, (tonumber(v[9]) or 0) + ARGV[11]}
-local n = 4
-if ARGV[3] ~= '0' then
-  out[n + 1] = 'wc_n'; out[n + 2] = (tonumber(v[2]) or 0) + ARGV[3]
-  out[n + 3] = 'wc_sum'; out[n + 4] = (tonumber(v[3]) or 0) + ARGV[4]
-  out[n + 5] = 'wc_sumsq'; out[n + 6] = (tonumber(v[4]) or 0) + ARGV[5]
-  n = n + 6
+local ttl = tonumber(ARGV[13])
+local f = {0, 0, 0, 0, 0, 0, '0', 0, 0, 0}
+local now = nil
+if v[2] then
+  local i = 1
+  for x in string.gmatch(v[2], '%S+') do f[i] = x; i = i + 1 end
+else
+  now = tonumber(redis.call('TIME')[1])
+  f[10] = now
 end
-if ARGV[6] ~= '0' then
-  out[n + 1] = 'rtt_n'; out[n + 2] = (tonumber(v[5]) or 0) + ARGV[6]
-  out[n + 3] = 'rtt_sum_us'; out[n + 4] = (tonumber(v[6]) or 0) + ARGV[7]
-  n = n + 4
-  if not v[7] or tonumber(ARGV[8]) < tonumber(v[7]) then
-    out[n + 1] = 'rtt_min_us'; out[n + 2] = ARGV[8]; n = n + 2
-  end
-end
-local t = v[8]
-local a = ARGV[9]
-if not t or #a > #t or (#a == #t and a > t) then
-  out[n + 1] = 'newest_ts_ns'; out[n + 2] = a; n = n + 2
-end
-redis.call('HSET', k, unpack(out, 1, n))
-if not t then redis.call('EXPIRE', k, ARGV[12]) end
-return 1
-)lua");
-  return s;
-}
-
-// KEYS: the window's bucket keys of one prefix. Returns the sums as strings: wc_n, wc_sum,
-// wc_sumsq, rtt_n, rtt_sum_us, rtt_min_us ('' if no RTT sample), newest_ts_ns ('0' if none),
-// gw_n, agent_n, buckets found.
-const RedisScript& read_window_script() {
-  static const RedisScript s = make(std::string(kLuaGreater) + R"lua(
-local wc_n, wc_sum, wc_sumsq, rtt_n, rtt_sum, gw_n, agent_n, found = 0, 0, 0, 0, 0, 0, 0, 0
-local rmin = nil
-local newest = '0'
-for i = 1, #KEYS do
-  local v = redis.call('HMGET', KEYS[i], 'wc_n', 'wc_sum', 'wc_sumsq', 'rtt_n', 'rtt_sum_us',
-                       'rtt_min_us', 'newest_ts_ns', 'gw_n', 'agent_n')
-  if v[7] then
-    found = found + 1
-    wc_n = wc_n + (tonumber(v[1]) or 0)
-    wc_sum = wc_sum + (tonumber(v[2]) or 0)
-    wc_sumsq = wc_sumsq + (tonumber(v[3]) or 0)
-    rtt_n = rtt_n + (tonumber(v[4]) or 0)
-    rtt_sum = rtt_sum + (tonumber(v[5]) or 0)
-    if v[6] then
-      local m = tonumber(v[6])
-      if not rmin or m < rmin then rmin = m end
+local function g(x) return string.format('%.17g', x) end
+local wc_n = tonumber(f[1]) + ARGV[4]
+local wc_sum = tonumber(f[2]) + ARGV[5]
+local wc_sumsq = tonumber(f[3]) + ARGV[6]
+local old_rtt_n = tonumber(f[4])
+local rtt_n = old_rtt_n + ARGV[7]
+local rtt_sum = tonumber(f[5]) + ARGV[8]
+local rtt_min = tonumber(f[6])
+if ARGV[7] ~= '0' and (old_rtt_n == 0 or tonumber(ARGV[9]) < rtt_min) then rtt_min = tonumber(ARGV[9]) end
+local t = f[7]
+local a = ARGV[10]
+if #a > #t or (#a == #t and a > t) then t = a end
+local gw_n, agent_n = tonumber(f[8]), tonumber(f[9])
+if ARGV[11] == 'agent' then agent_n = agent_n + ARGV[12] else gw_n = gw_n + ARGV[12] end
+redis.call('HSET', k, wf, ARGV[2], b, g(wc_n) .. ' ' .. g(wc_sum) .. ' ' .. g(wc_sumsq) .. ' ' ..
+           g(rtt_n) .. ' ' .. g(rtt_sum) .. ' ' .. g(rtt_min) .. ' ' .. t .. ' ' .. g(gw_n) .. ' ' ..
+           g(agent_n) .. ' ' .. g(tonumber(f[10])))
+if now then
+  local all = redis.call('HGETALL', k)
+  local live = {}
+  local old = {}
+  for i = 1, #all, 2 do
+    local name = all[i]
+    if string.find(name, '^%d+$') then
+      local created = tonumber(string.match(all[i + 1], '(%d+)$'))
+      if created and now - created >= ttl then old[#old + 1] = name else live[name] = true end
     end
-    if gt(v[7], newest) then newest = v[7] end
-    gw_n = gw_n + (tonumber(v[8]) or 0)
-    agent_n = agent_n + (tonumber(v[9]) or 0)
   end
+  for i = 1, #all, 2 do
+    local name = all[i]
+    local wb = string.match(name, '^w:.*:(%d+)$')
+    if wb and not live[wb] then old[#old + 1] = name end
+  end
+  if #old > 0 then redis.call('HDEL', k, unpack(old)) end
 end
-local function f(x) return string.format('%.17g', x) end
-return {f(wc_n), f(wc_sum), f(wc_sumsq), f(rtt_n), f(rtt_sum), rmin and f(rmin) or '', newest,
-        f(gw_n), f(agent_n), f(found)}
+redis.call('EXPIRE', k, ttl)
+return 1
 )lua");
   return s;
 }

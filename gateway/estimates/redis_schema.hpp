@@ -1,6 +1,6 @@
 // The Redis key schema and the Lua scripts that read and write it (docs/redis.md describes both).
-// Every key of one prefix carries the prefix as its hash tag, so a prefix's buckets live in one
-// cluster slot and one script can read the whole window.
+// A prefix's whole window lives in one hash (one field per time bucket), so a read is a single
+// HMGET of the window's bucket fields: no script, about the cost of a GET in Redis.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +13,22 @@
 
 namespace spand {
 
-// spand:{198.51.100.0/24}:b:1700000010 -- hash of one prefix's sums over one bucket.
-std::string bucket_key(const Prefix& prefix, uint64_t bucket_start_s);
+// spand:{198.51.100.0/24}:w -- hash of one prefix's buckets: field "<bucket_start_s>" holds that
+// bucket's sums packed in one string (format_bucket_value), field "w:<writer>:<bucket_start_s>"
+// the writer's last applied sequence number on that bucket.
+std::string window_key(const Prefix& prefix);
+// The bucket's field name in window_key: its start in seconds, decimal.
+inline std::string bucket_field(uint64_t bucket_start_s) { return std::to_string(bucket_start_s); }
+
+// A bucket field holds space-separated decimals: wc_n wc_sum wc_sumsq rtt_n rtt_sum_us rtt_min_us
+// newest_ts_ns gw_n agent_n created_s (rtt_min_us is meaningful only when rtt_n > 0; created_s is
+// the server's wall time when the field was made, for garbage collection only). Readers use the
+// first kBucketValueFields.
+inline constexpr size_t kBucketValueFields = 9;
+// Adds one packed bucket value into `acc` (and the origin counts, if asked). False on a malformed
+// value (acc unchanged).
+bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n = nullptr,
+                      uint64_t* agent_n = nullptr);
 // spand:{g}:act:1700000010 -- sorted set: prefix -> samples in that bucket (spandctl top).
 std::string activity_key(uint64_t bucket_start_s);
 // spand:{g}:clock -- newest capture time (ns, decimal) any writer has seen; a replica's "now".
@@ -40,7 +54,6 @@ bool parse_cidr(std::string_view text, Prefix& out);
 std::string format_double(double v);
 
 const RedisScript& write_bucket_script();
-const RedisScript& read_window_script();
 const RedisScript& add_activity_script();
 const RedisScript& top_script();
 

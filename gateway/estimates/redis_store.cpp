@@ -20,25 +20,24 @@ std::string random_writer_id() {
 
 double to_double(const RedisReply& r) { return r.str.empty() ? 0.0 : std::strtod(r.str.c_str(), nullptr); }
 
-// The read script's reply (see redis_schema.cpp) into an Accumulator.
+// An HMGET of the window's bucket fields (nil for buckets without samples) into an Accumulator.
 bool parse_window_reply(const RedisReply& r, Accumulator& out, std::string& error) {
   if (r.is_error()) {
     error = r.str;
     return false;
   }
-  if (r.type != RedisReply::Type::kArray || r.elements.size() < 10) {
-    error = "unexpected reply from the window script";
+  if (r.type != RedisReply::Type::kArray) {
+    error = "unexpected reply to the window read";
     return false;
   }
-  const auto& e = r.elements;
   out = Accumulator{};
-  out.wc_count = uint64_t(to_double(e[0]));
-  out.wc_sum = to_double(e[1]);
-  out.wc_sumsq = to_double(e[2]);
-  out.rtt_count = uint64_t(to_double(e[3]));
-  out.rtt_sum_us = to_double(e[4]);
-  out.rtt_min_us = e[5].str.empty() ? UINT32_MAX : uint32_t(to_double(e[5]));
-  out.newest_ts_ns = std::strtoull(e[6].str.c_str(), nullptr, 10);
+  for (const RedisReply& e : r.elements) {
+    if (e.type != RedisReply::Type::kString) continue;
+    if (!add_bucket_value(e.str, out)) {
+      error = "malformed bucket value '" + e.str + "'";
+      return false;
+    }
+  }
   return true;
 }
 
@@ -71,7 +70,6 @@ RedisStore::RedisStore(const RedisStoreOptions& opts)
   exec_ = opts.cluster_seeds.empty() ? make_single_node_executor(opts.endpoint, opts.conn)
                                      : make_cluster_executor(opts.cluster_seeds, opts.conn);
   exec_->preload(&write_bucket_script());
-  exec_->preload(&read_window_script());
   exec_->preload(&add_activity_script());
   exec_->preload(&top_script());
 }
@@ -80,13 +78,14 @@ RedisCommand RedisStore::write_command(const PendingUpdate& u) const {
   const BucketUpdate& b = u.update;
   const Accumulator& a = b.acc;
   RedisCommand c;
-  c.route_key = bucket_key(b.prefix, b.bucket_start_s);
+  c.route_key = window_key(b.prefix);
   c.script = &write_bucket_script();
   c.argv = evalsha_argv(*c.script, {c.route_key},
-                        {writer_id_, std::to_string(u.seq), std::to_string(a.wc_count), format_double(a.wc_sum),
-                         format_double(a.wc_sumsq), std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
+                        {writer_id_, std::to_string(u.seq), bucket_field(b.bucket_start_s),
+                         std::to_string(a.wc_count), format_double(a.wc_sum), format_double(a.wc_sumsq),
+                         std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
                          std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
-                         b.origin == SampleOrigin::kAgent ? "agent_n" : "gw_n",
+                         b.origin == SampleOrigin::kAgent ? "agent" : "gw",
                          std::to_string(a.wc_count + a.rtt_count), std::to_string(ttl_s_)});
   return c;
 }
@@ -191,35 +190,51 @@ bool RedisStore::write(const std::vector<BucketUpdate>& updates, std::string& er
   return write_updates(pending, 0, applied, error);
 }
 
-bool RedisStore::read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns, std::vector<Accumulator>& out,
-                              std::vector<uint8_t>& ok, std::string& error) {
-  std::vector<uint64_t> buckets = window_buckets(now_ns, opts_.window.window_s, opts_.window.bucket_s);
+RedisCommand RedisStore::read_command(const Prefix& prefix, uint64_t now_ns) const {
+  RedisCommand c;
+  c.route_key = window_key(prefix);
+  c.argv.reserve(32);
+  c.argv.push_back("HMGET");
+  c.argv.push_back(c.route_key);
+  for (uint64_t b : window_buckets(now_ns, opts_.window.window_s, opts_.window.bucket_s))
+    c.argv.push_back(bucket_field(b));
+  return c;
+}
+
+void RedisStore::read_windows(std::vector<WindowRead>& reads) {
   std::vector<RedisCommand> cmds;
-  cmds.reserve(prefixes.size());
-  const RedisScript& s = read_window_script();
-  for (const Prefix& p : prefixes) {
-    RedisArgv keys;
-    for (uint64_t b : buckets) keys.push_back(bucket_key(p, b));
-    RedisCommand c;
-    c.route_key = bucket_key(p, 0);
-    c.script = &s;
-    c.argv = evalsha_argv(s, keys, {});
-    cmds.push_back(std::move(c));
-  }
+  cmds.reserve(reads.size());
+  for (const WindowRead& r : reads) cmds.push_back(read_command(r.prefix, r.now_ns));
   std::vector<RedisResult> results;
   {
     std::lock_guard lock(mu_);
     exec_->execute(cmds, results);
   }
+  for (size_t i = 0; i < reads.size(); ++i) {
+    WindowRead& r = reads[i];
+    r.error.clear();
+    r.ok = false;
+    if (!results[i].delivered) r.error = results[i].error;
+    else r.ok = parse_window_reply(results[i].reply, r.acc, r.error);
+  }
+}
+
+bool RedisStore::read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns, std::vector<Accumulator>& out,
+                              std::vector<uint8_t>& ok, std::string& error) {
+  std::vector<WindowRead> reads(prefixes.size());
+  for (size_t i = 0; i < prefixes.size(); ++i) {
+    reads[i].prefix = prefixes[i];
+    reads[i].now_ns = now_ns;
+  }
+  read_windows(reads);
   out.assign(prefixes.size(), Accumulator{});
   ok.assign(prefixes.size(), 0);
   bool all = true;
   for (size_t i = 0; i < prefixes.size(); ++i) {
-    std::string e;
-    if (!results[i].delivered) e = results[i].error;
-    else if (parse_window_reply(results[i].reply, out[i], e)) ok[i] = 1;
-    if (!ok[i]) {
-      if (all) error = prefixes[i].to_string() + ": " + e;
+    out[i] = reads[i].acc;
+    ok[i] = reads[i].ok;
+    if (!reads[i].ok) {
+      if (all) error = prefixes[i].to_string() + ": " + reads[i].error;
       all = false;
     }
   }

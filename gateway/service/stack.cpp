@@ -9,41 +9,97 @@ constexpr size_t kMaxQueuedReports = 1'000'000;
 constexpr std::chrono::milliseconds kMetricsPeriod{250};
 } // namespace
 
-StorePool::StorePool(const RedisStoreOptions& opts, size_t connections) {
+StorePool::StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch)
+    : max_batch_(std::max<size_t>(max_batch, 1)) {
   for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
-    auto slot = std::make_unique<Slot>();
-    slot->store = std::make_unique<RedisStore>(opts);
-    slots_.push_back(std::move(slot));
+    stores_.push_back(std::make_unique<RedisStore>(opts));
+    idle_.push_back(stores_.back().get());
   }
 }
 
-template <typename F>
-bool StorePool::with_store(F&& f) {
-  const size_t n = slots_.size();
-  const size_t start = next_.fetch_add(1, std::memory_order_relaxed);
-  for (size_t i = 0; i < n; ++i) {
-    Slot& s = *slots_[(start + i) % n];
-    std::unique_lock lock(s.mu, std::try_to_lock);
-    if (lock.owns_lock()) return f(*s.store);
-  }
-  Slot& s = *slots_[start % n];
-  std::lock_guard lock(s.mu);
-  return f(*s.store);
+RedisStore* StorePool::acquire() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return !idle_.empty(); });
+  RedisStore* s = idle_.back();
+  idle_.pop_back();
+  return s;
 }
 
-bool StorePool::write(const std::vector<BucketUpdate>& updates, std::string& error) {
-  return with_store([&](RedisStore& st) { return st.write(updates, error); });
+void StorePool::release(RedisStore* s) {
+  {
+    std::lock_guard lock(mu_);
+    idle_.push_back(s);
+  }
+  cv_.notify_all();
 }
 
 bool StorePool::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
                             std::string& error) {
-  return with_store([&](RedisStore& st) { return st.read_window(prefix, now_ns, out, error); });
+  WindowRead read;
+  read.prefix = prefix;
+  read.now_ns = now_ns;
+  Waiter me{&read};
+  std::unique_lock lock(mu_);
+  queue_.push_back(&me);
+  std::vector<Waiter*> batch;
+  std::vector<WindowRead> reads;
+  while (!me.done) {
+    if (idle_.empty() || queue_.empty()) {
+      cv_.wait(lock);
+      continue;
+    }
+    // Leader: take what is queued (oldest first) and one connection.
+    batch.clear();
+    while (!queue_.empty() && batch.size() < max_batch_) {
+      batch.push_back(queue_.front());
+      queue_.pop_front();
+    }
+    RedisStore* store = idle_.back();
+    idle_.pop_back();
+    ++batches_;
+    reads_ += batch.size();
+    lock.unlock();
+    reads.resize(batch.size());
+    for (size_t i = 0; i < batch.size(); ++i) {
+      reads[i].prefix = batch[i]->read->prefix;
+      reads[i].now_ns = batch[i]->read->now_ns;
+    }
+    store->read_windows(reads);
+    lock.lock();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      *batch[i]->read = std::move(reads[i]);
+      batch[i]->done = true;
+    }
+    idle_.push_back(store);
+    cv_.notify_all();
+  }
+  lock.unlock();
+  if (!read.ok) {
+    error = read.error;
+    return false;
+  }
+  out = read.acc;
+  return true;
+}
+
+StorePool::Stats StorePool::stats() const {
+  std::lock_guard lock(mu_);
+  return Stats{reads_, batches_};
+}
+
+bool StorePool::write(const std::vector<BucketUpdate>& updates, std::string& error) {
+  RedisStore* s = acquire();
+  const bool ok = s->write(updates, error);
+  release(s);
+  return ok;
 }
 
 bool StorePool::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
                              std::string& error) {
-  return with_store(
-      [&](RedisStore& st) { return st.top_prefixes(now_ns, limit, out, error); });
+  RedisStore* s = acquire();
+  const bool ok = s->top_prefixes(now_ns, limit, out, error);
+  release(s);
+  return ok;
 }
 
 std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, const Clock& clock,

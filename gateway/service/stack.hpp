@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -23,27 +25,41 @@
 
 namespace spand {
 
-// Several Redis connections behind one EstimateStore, so gRPC threads read in parallel
-// (a RedisStore serializes its callers on one connection). Each call takes the first idle
-// connection, else waits for the next one in turn.
+// Several Redis connections behind one EstimateStore, with concurrent reads coalesced: a gRPC
+// thread that finds an idle connection takes every read queued at that moment (its own
+// included) and sends them as one pipeline (one HMGET each, one round trip), then wakes their
+// callers. Under load one syscall pair and one Redis wakeup serve many Gets; when idle a read
+// goes out at once, alone. Up to `connections` pipelines are in flight.
 class StorePool final : public EstimateStore {
  public:
-  StorePool(const RedisStoreOptions& opts, size_t connections);
+  StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch = 256);
   bool write(const std::vector<BucketUpdate>& updates, std::string& error) override;
   bool read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
                    std::string& error) override;
   bool top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
                     std::string& error) override;
 
- private:
-  struct Slot {
-    std::mutex mu;
-    std::unique_ptr<RedisStore> store;
+  struct Stats {
+    uint64_t reads = 0;
+    uint64_t batches = 0; // pipelines sent; reads / batches = mean coalescing
   };
-  template <typename F>
-  bool with_store(F&& f);
-  std::vector<std::unique_ptr<Slot>> slots_;
-  std::atomic<size_t> next_{0};
+  Stats stats() const;
+
+ private:
+  struct Waiter {
+    WindowRead* read;
+    bool done = false;
+  };
+  RedisStore* acquire();
+  void release(RedisStore* s);
+
+  std::vector<std::unique_ptr<RedisStore>> stores_;
+  size_t max_batch_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<RedisStore*> idle_;   // guarded by mu_
+  std::deque<Waiter*> queue_;       // guarded by mu_
+  uint64_t reads_ = 0, batches_ = 0; // guarded by mu_
 };
 
 // Time the service reasons in, set by its host: capture time in the gateway, the newest capture

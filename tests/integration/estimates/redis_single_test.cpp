@@ -224,11 +224,11 @@ TEST_F(SingleRedis, TwoWritersCombineAndRetriesAreExactlyOnce) {
   EXPECT_EQ(acc.rtt_min_us, 2000u);
   EXPECT_EQ(acc.newest_ts_ns, t + 3);
 
-  // The bucket hash carries a TTL of window + bucket (wall clock, garbage collection only).
+  // The prefix's window hash carries a TTL of window + bucket (wall clock, garbage collection only).
   RedisConn c;
   ASSERT_TRUE(server_->connect(c));
   RedisReply r;
-  ASSERT_TRUE(c.command({"TTL", bucket_key(prefix24(7), t / kSec)}, r, e)) << e;
+  ASSERT_TRUE(c.command({"TTL", window_key(prefix24(7))}, r, e)) << e;
   EXPECT_GT(r.integer, 300);
   EXPECT_LE(r.integer, 310);
 }
