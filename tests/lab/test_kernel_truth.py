@@ -42,7 +42,7 @@ NETLAB_TIMEOUT_S = 150
 # and its event threshold sits below the measured spread (worst run 24/30) instead of at 85%.
 MIN_WC_WITHIN_1 = {'reno': 0.90, 'cubic': 0.80}
 MIN_EVENTS_EXACT = {'reno': 0.85, 'cubic': 0.70}
-KNOWN_WC_GAP = {'cubic': 'gateway over-estimates CUBIC cwnd in CA (measured 43-53% within 1 segment)'}
+KNOWN_WC_GAP = {'cubic': 'gateway over-estimates CUBIC cwnd in CA (43-53% within 1 segment)'}
 MIN_KERNEL_WC_SAMPLES = 30  # fewer, and the lab made too few losses to say anything
 
 SUMMARY = re.compile(r'connections (\d+); W_c in CA within 1 segment: (\d+)/(\d+) .*'
