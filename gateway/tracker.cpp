@@ -39,6 +39,20 @@ inline uint32_t mss_cap(const HalfFlow& sender, const HalfFlow& receiver) {
   return receiver.mss_opt > opt ? receiver.mss_opt - opt : receiver.mss_opt;
 }
 
+// The sender's multiplicative decrease as measured at its last loss (Reno's 1/2 before that).
+uint32_t beta_permille(const HalfFlow& h) {
+  // The known decreases: Reno/NewReno 1/2, CUBIC 0.7, Scalable TCP 7/8. A measurement picks the
+  // nearest: one round resolves only 1/W of a window of W segments.
+  if (h.md_permille == 0) return 500;
+  if (h.md_permille < 600) return 500;
+  return h.md_permille < 790 ? 700 : 875;
+}
+
+uint32_t alpha_permille(const HalfFlow& h) {
+  const uint32_t b = beta_permille(h);
+  return 3 * (1000 - b) * 1000 / (1000 + b);
+}
+
 int find_hole(const HalfFlow& h, uint32_t seq) {
   for (int i = 0; i < HalfFlow::kHoles; ++i) {
     if (seq_ge(seq, h.hole_lo[i]) && seq_lt(seq, h.hole_hi[i])) return i;
@@ -401,8 +415,12 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
     h.cwnd_before_loss_q16 = h.cwnd_q16;
     h.flags |= kHfMdPending;
   }
-  const uint32_t flight = flight_segments(h);
-  h.ssthresh_seg = sat16(std::max<uint32_t>(flight / 2, 2));
+  // ssthresh = beta x cwnd, with beta the decrease this sender showed at its last loss (Reno's
+  // 1/2 until one was measured).
+  const uint64_t cwnd_before = h.cc == CcState::kFastRecovery || h.cc == CcState::kTimeoutRecovery
+                                   ? h.cwnd_before_loss_q16
+                                   : h.cwnd_q16;
+  h.ssthresh_seg = sat16(std::max<uint32_t>(uint32_t(cwnd_before * beta_permille(h) / 1000 / kQ16), 2));
   h.recover = h.snd_max;
   h.dupacks = 0;
   if (timeout) {
@@ -418,7 +436,9 @@ void Tracker::end_round(HalfFlow& h) {
   // before the loss (about 500 for Reno, 700 for CUBIC, 875 for Scalable TCP).
   if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
       h.cwnd_before_loss_q16 >= 4 * kQ16 && (h.flags & kHfRoundLimited)) {
-    h.md_permille = sat16(uint32_t(uint64_t(h.round_flight_seg) * kQ16 * 1000 / h.cwnd_before_loss_q16));
+    const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / h.cwnd_before_loss_q16;
+    // Outside (0.3, 1.0] the round did not show a decrease (PRR, application limits): no reading.
+    if (md > 300 && md <= 1000) h.md_permille = uint16_t(md);
     h.flags &= ~kHfMdPending;
   }
   h.round_end = h.snd_max;
@@ -481,8 +501,13 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
         if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
         break;
-      case CcState::kCongestionAvoidance: // Reno: one segment per window of ACKs
-        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 / std::max(h.cwnd_q16, kQ16));
+      case CcState::kCongestionAvoidance:
+        // AIMD growth alpha per window of ACKs, with alpha = 3(1 - beta)/(1 + beta), the rate
+        // at which a sender decreasing by beta shares fairly with Reno (alpha = 1 for Reno's
+        // 1/2; about 0.53 for CUBIC's 0.7, which is how CUBIC grows at small windows). A faster
+        // sender shows in its flight, which the replica never stays below.
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * alpha_permille(h) / 1000 /
+                                                 std::max(h.cwnd_q16, kQ16));
         break;
     }
     if (seq_ge(ack, h.round_end)) end_round(h);
