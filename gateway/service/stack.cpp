@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+
 namespace spand {
 namespace {
 // Reports queued between two ticks; beyond this an agent flood is dropped, not buffered.
@@ -26,9 +28,11 @@ RedisStore* StorePool::acquire() {
 }
 
 void StorePool::release(RedisStore* s) {
-  {
-    std::lock_guard lock(mu_);
-    idle_.push_back(s);
+  std::lock_guard lock(mu_);
+  idle_.push_back(s);
+  if (!queue_.empty()) {
+    queue_.front()->lead = true;
+    queue_.front()->cv.notify_one();
   }
   cv_.notify_all();
 }
@@ -38,40 +42,25 @@ bool StorePool::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& 
   WindowRead read;
   read.prefix = prefix;
   read.now_ns = now_ns;
-  Waiter me{&read};
+  Waiter me;
+  me.read = &read;
   std::unique_lock lock(mu_);
-  queue_.push_back(&me);
-  std::vector<Waiter*> batch;
-  std::vector<WindowRead> reads;
-  while (!me.done) {
-    if (idle_.empty() || queue_.empty()) {
-      cv_.wait(lock);
-      continue;
+  if (!idle_.empty()) {
+    lead_batch(me, lock);
+  } else {
+    me.queued = true;
+    queue_.push_back(&me);
+    while (!me.done) {
+      me.cv.wait(lock);
+      if (me.done || !me.lead) continue;
+      me.lead = false;
+      // Promoted, but a newcomer may have taken the connection first (then wait for the next
+      // one), or taken this read into its batch (then wait for the answer).
+      if (idle_.empty() || !me.queued) continue;
+      std::erase(queue_, &me);
+      me.queued = false;
+      lead_batch(me, lock);
     }
-    // Leader: take what is queued (oldest first) and one connection.
-    batch.clear();
-    while (!queue_.empty() && batch.size() < max_batch_) {
-      batch.push_back(queue_.front());
-      queue_.pop_front();
-    }
-    RedisStore* store = idle_.back();
-    idle_.pop_back();
-    ++batches_;
-    reads_ += batch.size();
-    lock.unlock();
-    reads.resize(batch.size());
-    for (size_t i = 0; i < batch.size(); ++i) {
-      reads[i].prefix = batch[i]->read->prefix;
-      reads[i].now_ns = batch[i]->read->now_ns;
-    }
-    store->read_windows(reads);
-    lock.lock();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      *batch[i]->read = std::move(reads[i]);
-      batch[i]->done = true;
-    }
-    idle_.push_back(store);
-    cv_.notify_all();
   }
   lock.unlock();
   if (!read.ok) {
@@ -80,6 +69,39 @@ bool StorePool::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& 
   }
   out = read.acc;
   return true;
+}
+
+void StorePool::lead_batch(Waiter& me, std::unique_lock<std::mutex>& lock) {
+  std::vector<Waiter*> batch{&me};
+  while (!queue_.empty() && batch.size() < max_batch_) {
+    batch.push_back(queue_.front());
+    batch.back()->queued = false;
+    queue_.pop_front();
+  }
+  RedisStore* store = idle_.back();
+  idle_.pop_back();
+  ++batches_;
+  reads_ += batch.size();
+  lock.unlock();
+  std::vector<WindowRead> reads(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    reads[i].prefix = batch[i]->read->prefix;
+    reads[i].now_ns = batch[i]->read->now_ns;
+  }
+  store->read_windows(reads);
+  lock.lock();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    *batch[i]->read = std::move(reads[i]);
+    batch[i]->done = true;
+    if (i > 0) batch[i]->cv.notify_one();
+  }
+  idle_.push_back(store);
+  // Reads that queued meanwhile: the oldest leads the next pipeline.
+  if (!queue_.empty()) {
+    queue_.front()->lead = true;
+    queue_.front()->cv.notify_one();
+  }
+  cv_.notify_all();
 }
 
 StorePool::Stats StorePool::stats() const {

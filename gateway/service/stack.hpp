@@ -46,17 +46,25 @@ class StorePool final : public EstimateStore {
   Stats stats() const;
 
  private:
+  // One queued read. Its thread sleeps on its own condition variable (no thundering herd) until
+  // a leader has answered it, or until it is made the leader itself.
   struct Waiter {
-    WindowRead* read;
+    WindowRead* read = nullptr;
     bool done = false;
+    bool lead = false;
+    bool queued = false; // in queue_, not yet taken into a leader's batch
+    std::condition_variable cv;
   };
+  // With mu_ held: `me` plus the oldest queued reads, on one idle connection; returns with mu_
+  // held again, every read answered and the next leader (if any) woken.
+  void lead_batch(Waiter& me, std::unique_lock<std::mutex>& lock);
   RedisStore* acquire();
   void release(RedisStore* s);
 
   std::vector<std::unique_ptr<RedisStore>> stores_;
   size_t max_batch_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;      // write/top waiting for a connection
   std::vector<RedisStore*> idle_;   // guarded by mu_
   std::deque<Waiter*> queue_;       // guarded by mu_
   uint64_t reads_ = 0, batches_ = 0; // guarded by mu_
