@@ -347,7 +347,8 @@ bool setup_port(PortState& p, unsigned workers, std::string& error) {
   } else {
     p.rx_queues = 1;
   }
-  const uint16_t tx_queues = info.max_tx_queues > 0 ? 1 : 0;
+  // Nothing is sent, but some drivers (net_tap) insist on as many tx queues as rx queues.
+  const uint16_t tx_queues = std::min(p.rx_queues, info.max_tx_queues);
 
   rte_eth_conf conf{};
   std::vector<uint8_t> key;
@@ -393,10 +394,10 @@ bool setup_port(PortState& p, unsigned workers, std::string& error) {
       return false;
     }
   }
-  if (tx_queues != 0) {
-    rc = rte_eth_tx_queue_setup(p.port_id, 0, txd, socket, nullptr);
+  for (uint16_t q = 0; q < tx_queues; ++q) {
+    rc = rte_eth_tx_queue_setup(p.port_id, q, txd, socket, nullptr);
     if (rc != 0) {
-      error = where + ": rte_eth_tx_queue_setup: " + rte_strerror(-rc);
+      error = where + ": rte_eth_tx_queue_setup(" + std::to_string(q) + "): " + rte_strerror(-rc);
       return false;
     }
   }
