@@ -39,19 +39,14 @@ inline uint32_t mss_cap(const HalfFlow& sender, const HalfFlow& receiver) {
   return receiver.mss_opt > opt ? receiver.mss_opt - opt : receiver.mss_opt;
 }
 
-// The sender's multiplicative decrease as measured at its last loss (Reno's 1/2 before that).
-uint32_t beta_permille(const HalfFlow& h) {
-  // The known decreases: Reno/NewReno 1/2, CUBIC 0.7, Scalable TCP 7/8. A measurement picks the
-  // nearest: one round resolves only 1/W of a window of W segments.
-  if (h.md_permille == 0) return 500;
-  if (h.md_permille < 600) return 500;
-  return h.md_permille < 790 ? 700 : 875;
-}
-
-uint32_t alpha_permille(const HalfFlow& h) {
-  const uint32_t b = beta_permille(h);
-  return 3 * (1000 - b) * 1000 / (1000 + b);
-}
+// The replica is a lower bound that the sender's own flights pull up (see on_data): it decreases
+// by Reno's 1/2 at a loss and grows by half a segment per window of ACKs, the slowest a common
+// sender goes (CUBIC's Reno-friendly rate at small windows is about 0.53). Any sender that grows
+// faster or cuts less (CUBIC 0.7, Scalable TCP 7/8) shows it in the next clean flight, while a
+// replica that ran ahead of a slower sender would never come back down. Measured against the
+// kernel's cwnd in the lab (tests/lab), this beat following the measured decrease.
+constexpr uint32_t kLossBetaPermille = 500;
+constexpr uint32_t kGrowthAlphaPermille = 500;
 
 int find_hole(const HalfFlow& h, uint32_t seq) {
   for (int i = 0; i < HalfFlow::kHoles; ++i) {
@@ -378,14 +373,15 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
 
   // Flight and rounds: the replica never holds less than what the sender had in flight.
   const uint32_t flight = flight_segments(h);
-  h.round_flight_seg = std::max<uint16_t>(h.round_flight_seg, sat16(flight));
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
-  // Only when new data goes out (the sender's window allowed it), and not while the receiver
-  // holds out-of-order data (duplicate ACKs, SACK blocks): limited transmit (RFC 3042) and SACK
-  // accounting let snd_max - snd_una exceed cwnd by the segments the receiver already has.
+  // The flight bounds cwnd from below only when new data goes out (the sender's window allowed
+  // it), and not while the receiver holds out-of-order data (duplicate ACKs, SACK blocks):
+  // limited transmit (RFC 3042) and SACK accounting let snd_max - snd_una exceed cwnd by the
+  // segments the receiver already has. The same clean flights measure the decrease.
   if ((h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) && !below &&
       h.dupacks == 0 && !(h.flags & kHfSackHoles)) {
     if (uint64_t(flight) * kQ16 > h.cwnd_q16) h.cwnd_q16 = clamp_cwnd(uint64_t(flight) * kQ16);
+    h.round_flight_seg = std::max<uint16_t>(h.round_flight_seg, sat16(flight));
   }
   if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
 }
@@ -415,12 +411,11 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
     h.cwnd_before_loss_q16 = h.cwnd_q16;
     h.flags |= kHfMdPending;
   }
-  // ssthresh = beta x cwnd, with beta the decrease this sender showed at its last loss (Reno's
-  // 1/2 until one was measured).
+  // ssthresh = beta x cwnd (see kLossBetaPermille).
   const uint64_t cwnd_before = h.cc == CcState::kFastRecovery || h.cc == CcState::kTimeoutRecovery
                                    ? h.cwnd_before_loss_q16
                                    : h.cwnd_q16;
-  h.ssthresh_seg = sat16(std::max<uint32_t>(uint32_t(cwnd_before * beta_permille(h) / 1000 / kQ16), 2));
+  h.ssthresh_seg = sat16(std::max<uint32_t>(uint32_t(cwnd_before * kLossBetaPermille / 1000 / kQ16), 2));
   h.recover = h.snd_max;
   h.dupacks = 0;
   if (timeout) {
@@ -437,12 +432,13 @@ void Tracker::end_round(HalfFlow& h) {
   if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
       h.cwnd_before_loss_q16 >= 4 * kQ16 && (h.flags & kHfRoundLimited)) {
     const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / h.cwnd_before_loss_q16;
-    // Outside (0.3, 1.0] the round did not show a decrease (PRR, application limits): no reading.
-    if (md > 300 && md <= 1000) h.md_permille = uint16_t(md);
+    // Outside (0.3, 0.95) the round showed no decrease (an undone recovery, a window that
+    // grew back at once, application limits): no reading.
+    if (md > 300 && md < 950) h.md_permille = uint16_t(md);
     h.flags &= ~kHfMdPending;
   }
   h.round_end = h.snd_max;
-  h.round_flight_seg = sat16(flight_segments(h));
+  h.round_flight_seg = 0;
   h.flags &= ~kHfRoundLimited;
 }
 
@@ -502,11 +498,8 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
         break;
       case CcState::kCongestionAvoidance:
-        // AIMD growth alpha per window of ACKs, with alpha = 3(1 - beta)/(1 + beta), the rate
-        // at which a sender decreasing by beta shares fairly with Reno (alpha = 1 for Reno's
-        // 1/2; about 0.53 for CUBIC's 0.7, which is how CUBIC grows at small windows). A faster
-        // sender shows in its flight, which the replica never stays below.
-        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * alpha_permille(h) / 1000 /
+        // kGrowthAlphaPermille segments per window of ACKs.
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille / 1000 /
                                                  std::max(h.cwnd_q16, kQ16));
         break;
     }
