@@ -74,16 +74,22 @@ class FlowTable {
     }
   }
 
-  // Visits every live flow; `fn(Flow&)` returns true to erase it.
+  // Removes up to `budget` flows, calling `fn(Flow&)` on each first; resumable (the cursor
+  // stays), so a caller can empty a large table in slices and drain its outputs in between.
+  // Returns the number of flows left.
   template <typename Fn>
-  void for_each_erase(Fn&& fn) {
-    for (uint32_t i = 0; i < slots_;) {
-      if (tags_[i] != kEmpty && fn(flows_[i])) {
-        erase_slot(i);
-        continue;
+  uint32_t erase_some(uint32_t budget, Fn&& fn) {
+    while (budget > 0 && size_ > 0) {
+      const uint32_t i = cursor_;
+      if (tags_[i] != kEmpty) {
+        fn(flows_[i]);
+        erase_slot(i); // a later flow may shift into slot i: look at i again
+        --budget;
+      } else {
+        cursor_ = next(cursor_);
       }
-      ++i;
     }
+    return size_;
   }
 
  private:

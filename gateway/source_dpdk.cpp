@@ -256,7 +256,10 @@ int worker_lcore_main(void* arg) {
   while (!c.stop->load(std::memory_order_relaxed) && !c.input_exhausted()) poll_once(c);
   c.end_tsc = end_of_input_tsc(c);
   c.cpu_s = thread_cpu_seconds() - cpu0;
-  c.worker->finish();
+  // Close the remaining flows in slices the main lcore can drain: nothing lost to a full ring.
+  while (c.worker->finish_some(c.worker->finish_batch())) {
+    while (c.worker->flows().size() > 0 || c.worker->samples().size() > 0) rte_pause();
+  }
   c.done.store(true, std::memory_order_release);
   return 0;
 }
@@ -557,7 +560,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     }
     c.end_tsc = end_of_input_tsc(c);
     c.cpu_s = thread_cpu_seconds() - cpu0;
-    c.worker->finish();
+    while (c.worker->finish_some(c.worker->finish_batch())) out.drain(*c.worker);
     out.drain(*c.worker);
   } else {
     size_t next = 0;

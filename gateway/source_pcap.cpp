@@ -91,7 +91,7 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
       }
     }
   }
-  worker.finish();
+  while (worker.finish_some(worker.finish_batch())) out.drain(worker);
   out.drain(worker);
   out.flush();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -7,8 +7,9 @@
 namespace spand {
 
 namespace {
-// Slots examined for timeouts per packet: a table of N slots is swept every N/4 packets.
-constexpr uint32_t kSweepBudget = 4;
+// Slots examined for timeouts per packet: a table of N slots is swept every N packets. Each
+// occupied slot costs a cache miss, so this stays small.
+constexpr uint32_t kSweepBudget = 1;
 } // namespace
 
 Worker::Worker(const WorkerConfig& cfg)
@@ -91,16 +92,21 @@ void Worker::handle_packet(const ParsedPacket& p) {
   counters_.active_flows = table_->size();
 }
 
-void Worker::finish() {
-  table_->for_each_erase([this](Flow& v) {
+bool Worker::finish_some(uint32_t max_flows) {
+  const uint32_t left = table_->erase_some(max_flows, [this](Flow& v) {
     CloseReason r = expiry_reason(v);
     if (r == CloseReason::kTimeout && !expired(v)) r = CloseReason::kEndOfCapture;
     tracker_->close(v, r);
     if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
     ++counters_.flows_closed;
-    return true;
   });
-  counters_.active_flows = table_->size();
+  counters_.active_flows = left;
+  return left > 0;
+}
+
+void Worker::finish() {
+  while (finish_some(UINT32_MAX)) {
+  }
 }
 
 } // namespace spand

@@ -58,8 +58,14 @@ class Worker {
                     uint64_t ts_ns);
   // Already-parsed entry point (tests, and sources that parse themselves).
   void handle_packet(const ParsedPacket& p);
-  // Closes every live flow with CloseReason::kEndOfCapture (call once, at the end of input).
+  // End of input: closes live flows (CloseReason::kEndOfCapture, or kTimeout/kFin/kRst when
+  // that already applies), at most `max_flows` per call so the caller can drain the rings in
+  // between; returns true while flows remain. finish() closes all at once (small tables, tests).
+  bool finish_some(uint32_t max_flows);
   void finish();
+  // Flows to close per finish_some() call so that neither ring can overflow: each closed flow
+  // emits one record and at most two samples.
+  uint32_t finish_batch() const { return uint32_t(cfg_.ring_capacity / 4); }
 
   SpscRing<Sample>& samples() { return *samples_; }
   SpscRing<FlowRecord>& flows() { return *flows_; }
