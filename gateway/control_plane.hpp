@@ -14,16 +14,16 @@
 namespace spand {
 
 struct ControlOptions {
-  std::string redis_url;          // "" = no Redis; redis://[user:password@]host:port
-  std::vector<std::string> redis_cluster_seeds; // host:port of cluster nodes; non-empty = cluster
-  std::string redis_password_file; // read the password from a file instead of the URL
+  std::string redis_url;                         // "" = no Redis; redis://[user:password@]host:port
+  std::vector<std::string> redis_cluster_seeds;  // host:port of cluster nodes; non-empty = cluster
+  std::string redis_password_file;               // read the password from a file instead of the URL
   uint32_t flush_interval_ms = 1000;
   uint32_t bucket_s = 10;
   uint32_t window_s = 300;
-  uint32_t backlog_max_updates = 1'000'000; // unflushed bucket updates kept while Redis is away
+  uint32_t backlog_max_updates = 1'000'000;  // unflushed bucket updates kept while Redis is away
   uint32_t min_samples = 5;
-  std::string grpc_listen;        // "" = no estimate service; e.g. "0.0.0.0:50051"
-  std::string metrics_listen;     // "" = no /metrics; e.g. "0.0.0.0:9108"
+  std::string grpc_listen;     // "" = no estimate service; e.g. "0.0.0.0:50051"
+  std::string metrics_listen;  // "" = no /metrics; e.g. "0.0.0.0:9108"
   PrefixConfig prefix;
 };
 
@@ -44,4 +44,4 @@ class ControlPlane {
 // Defined by the estimates component; returns nullptr with `error` set on bad options.
 std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error);
 
-} // namespace spand
+}  // namespace spand

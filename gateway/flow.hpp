@@ -11,13 +11,23 @@
 namespace spand {
 
 enum class Dir : uint8_t { kC2S = 0, kS2C = 1 };
-inline Dir opposite(Dir d) { return d == Dir::kC2S ? Dir::kS2C : Dir::kC2S; }
+inline Dir opposite(Dir d) {
+  return d == Dir::kC2S ? Dir::kS2C : Dir::kC2S;
+}
 
 // Sequence-space comparisons modulo 2^32 (RFC 1982 style).
-inline bool seq_lt(uint32_t a, uint32_t b) { return int32_t(a - b) < 0; }
-inline bool seq_le(uint32_t a, uint32_t b) { return int32_t(a - b) <= 0; }
-inline bool seq_gt(uint32_t a, uint32_t b) { return int32_t(a - b) > 0; }
-inline bool seq_ge(uint32_t a, uint32_t b) { return int32_t(a - b) >= 0; }
+inline bool seq_lt(uint32_t a, uint32_t b) {
+  return int32_t(a - b) < 0;
+}
+inline bool seq_le(uint32_t a, uint32_t b) {
+  return int32_t(a - b) <= 0;
+}
+inline bool seq_gt(uint32_t a, uint32_t b) {
+  return int32_t(a - b) > 0;
+}
+inline bool seq_ge(uint32_t a, uint32_t b) {
+  return int32_t(a - b) >= 0;
+}
 
 // Connection key, canonical: address/port pair `lo` sorts before `hi`, so both directions of a
 // connection produce the same key. VLAN tags are deliberately not part of it (one direction of a
@@ -41,8 +51,8 @@ uint32_t hash_key(const FlowKey& k);
 enum class CcState : uint8_t {
   kSlowStart = 0,
   kCongestionAvoidance = 1,
-  kFastRecovery = 2, // entered on 3 dupacks or SACK-detected loss; left when snd_una >= recover
-  kTimeoutRecovery = 3 // after an RTO: slow start from cwnd 1 until snd_una >= recover
+  kFastRecovery = 2,    // entered on 3 dupacks or SACK-detected loss; left when snd_una >= recover
+  kTimeoutRecovery = 3  // after an RTO: slow start from cwnd 1 until snd_una >= recover
 };
 
 enum HalfFlag : uint16_t {
@@ -51,34 +61,34 @@ enum HalfFlag : uint16_t {
   kHfRstSeen = 1 << 2,
   kHfSackPermitted = 1 << 3,
   kHfTimestamps = 1 << 4,
-  kHfSeqKnown = 1 << 5,    // isn / snd_max initialized (from SYN or first segment)
-  kHfAckKnown = 1 << 6,    // snd_una initialized (peer has acknowledged something)
-  kHfLossSeen = 1 << 7,    // at least one loss event: no end-of-connection W_c sample
-  kHfTimedValid = 1 << 8,  // timed segment pending for a data-to-ACK RTT sample
-  kHfTsPending = 1 << 9,   // a TSval waits for its echo
-  kHfRoundLimited = 1 << 11, // the current round's flight reached the replica's cwnd
-  kHfMdPending = 1 << 12,  // measure the decrease once recovery ends
-  kHfIpIdKnown = 1 << 13,  // max_ip_id is valid
-  kHfSackHoles = 1 << 15,  // the peer's last ACK carried SACK blocks above the cumulative ACK
-  kHfSynAckSent = 1 << 14, // this side answered a SYN (simultaneous open sends SYN, then SYN-ACK)
+  kHfSeqKnown = 1 << 5,       // isn / snd_max initialized (from SYN or first segment)
+  kHfAckKnown = 1 << 6,       // snd_una initialized (peer has acknowledged something)
+  kHfLossSeen = 1 << 7,       // at least one loss event: no end-of-connection W_c sample
+  kHfTimedValid = 1 << 8,     // timed segment pending for a data-to-ACK RTT sample
+  kHfTsPending = 1 << 9,      // a TSval waits for its echo
+  kHfRoundLimited = 1 << 11,  // the current round's flight reached the replica's cwnd
+  kHfMdPending = 1 << 12,     // measure the decrease once recovery ends
+  kHfIpIdKnown = 1 << 13,     // max_ip_id is valid
+  kHfSackHoles = 1 << 15,     // the peer's last ACK carried SACK blocks above the cumulative ACK
+  kHfSynAckSent = 1 << 14,  // this side answered a SYN (simultaneous open sends SYN, then SYN-ACK)
 };
 
 // One direction's sender, as seen from the monitor.
 struct HalfFlow {
   // Sequence space.
-  uint32_t isn = 0;       // first sequence number (SYN, or first segment when picked up mid-stream)
-  uint32_t snd_max = 0;   // highest sequence sent + 1
-  uint32_t snd_una = 0;   // highest cumulative ACK from the peer
-  uint32_t recover = 0;   // snd_max when the current recovery started (NewReno "recover")
+  uint32_t isn = 0;      // first sequence number (SYN, or first segment when picked up mid-stream)
+  uint32_t snd_max = 0;  // highest sequence sent + 1
+  uint32_t snd_una = 0;  // highest cumulative ACK from the peer
+  uint32_t recover = 0;  // snd_max when the current recovery started (NewReno "recover")
   // Unfilled gaps [hole_lo, hole_hi) below snd_max (empty when lo == hi): a segment landing in
   // one was never seen before at the monitor, so it is reordering, not a resend.
   static constexpr int kHoles = 3;
   uint32_t hole_lo[kHoles]{};
   uint32_t hole_hi[kHoles]{};
-  uint32_t timed_end = 0; // Karn: end of the segment being timed for a data-to-ACK sample
-  uint32_t ts_val = 0;    // TSval being timed for an echo sample
-  uint32_t round_end = 0; // snd_max at the start of the current round (one flight)
-  uint32_t last_seq = 0;  // seq of the last data segment (capture-duplicate detection)
+  uint32_t timed_end = 0;  // Karn: end of the segment being timed for a data-to-ACK sample
+  uint32_t ts_val = 0;     // TSval being timed for an echo sample
+  uint32_t round_end = 0;  // snd_max at the start of the current round (one flight)
+  uint32_t last_seq = 0;   // seq of the last data segment (capture-duplicate detection)
 
   // Times, microseconds relative to the flow's base.
   uint32_t timed_us = 0;
@@ -96,16 +106,16 @@ struct HalfFlow {
   uint32_t rtt_count = 0;
   uint32_t rtt_min_us = 0;
   uint32_t rtt_max_us = 0;
-  uint32_t srtt_us = 0;    // smoothed as RFC 6298, for the RTO and idle-restart guesses
+  uint32_t srtt_us = 0;  // smoothed as RFC 6298, for the RTO and idle-restart guesses
   uint32_t rttvar_us = 0;
 
   // Congestion-control replica (windows in 1/65536 segment; at most 65535 segments).
   uint32_t cwnd_q16 = 0;
   uint32_t cwnd_before_loss_q16 = 0;
   uint16_t ssthresh_seg = 0xffff;
-  uint16_t smss = 0;       // sender segment size in bytes (options excluded)
-  uint16_t mss_opt = 0;    // MSS option this side announced
-  uint16_t round_flight_seg = 0; // largest flight in the current round
+  uint16_t smss = 0;              // sender segment size in bytes (options excluded)
+  uint16_t mss_opt = 0;           // MSS option this side announced
+  uint16_t round_flight_seg = 0;  // largest flight in the current round
   uint16_t max_flight_seg = 0;
   uint16_t md_permille = 0;
 
@@ -114,7 +124,7 @@ struct HalfFlow {
   uint16_t rexmt_timeout = 0;
   uint16_t rexmt_other = 0;
   uint16_t rexmt_spurious = 0;
-  uint16_t dsacks = 0;       // DSACK reports received for this sender's data
+  uint16_t dsacks = 0;  // DSACK reports received for this sender's data
   uint16_t reordered = 0;
   uint16_t capture_dups = 0;
   uint16_t loss_fast = 0;
@@ -138,24 +148,24 @@ enum class FlowPhase : uint8_t { kSynOnly = 0, kEstablished = 1, kClosing = 2 };
 
 struct Flow {
   FlowKey key;
-  uint64_t base_ns = 0;     // time of the first packet; relative times count from here
-  uint64_t last_ns = 0;     // time of the newest packet
-  uint32_t syn_us = 0;      // first SYN
-  uint32_t synack_us = 0;   // first SYN-ACK
+  uint64_t base_ns = 0;    // time of the first packet; relative times count from here
+  uint64_t last_ns = 0;    // time of the newest packet
+  uint32_t syn_us = 0;     // first SYN
+  uint32_t synack_us = 0;  // first SYN-ACK
   int32_t syn_synack_us = -1;
   int32_t synack_ack_us = -1;
   uint16_t vlan = 0;
   FlowPhase phase = FlowPhase::kSynOnly;
   uint8_t client_is_lo : 1 = 0;
-  uint8_t handshake : 1 = 0; // roles known from the SYN
+  uint8_t handshake : 1 = 0;  // roles known from the SYN
   uint8_t synack_seen : 1 = 0;
   uint8_t ip_v6 : 1 = 0;
-  uint8_t synack_resent : 1 = 0; // Karn: no SYN-ACK-to-ACK leg
+  uint8_t synack_resent : 1 = 0;  // Karn: no SYN-ACK-to-ACK leg
   uint8_t handshake_done : 1 = 0;
-  uint8_t close_kind = kCloseNone; // CloseReason once FIN/RST seen
-  HalfFlow half[2];          // indexed by Dir
+  uint8_t close_kind = kCloseNone;  // CloseReason once FIN/RST seen
+  HalfFlow half[2];                 // indexed by Dir
 
   HalfFlow& h(Dir d) { return half[static_cast<int>(d)]; }
 };
 
-} // namespace spand
+}  // namespace spand

@@ -22,7 +22,7 @@ uint32_t FlowTable::pick_victim(uint32_t hash) const {
   uint32_t seen = 0;
   uint32_t i = home(tag_of(hash));
   for (uint32_t steps = 0; seen < kEvictWindow && steps < slots_; ++steps, i = next(i)) {
-    if (tags_[i] == kEmpty) continue; // full table: empty slots are rare, skip over them
+    if (tags_[i] == kEmpty) continue;  // full table: empty slots are rare, skip over them
     ++seen;
     const Flow& f = flows_[i];
     const bool syn_only = f.phase == FlowPhase::kSynOnly;
@@ -54,7 +54,7 @@ void FlowTable::erase_slot(uint32_t i) {
   --size_;
 }
 
-} // namespace spand
+}  // namespace spand
 
 namespace spand {
 
@@ -91,4 +91,4 @@ uint32_t hash_key(const FlowKey& k) {
   return uint32_t(h ^ (h >> 32));
 }
 
-} // namespace spand
+}  // namespace spand

@@ -51,7 +51,7 @@ class FlowTable {
     uint32_t i = home(tag);
     while (tags_[i] != kEmpty) i = next(i);
     tags_[i] = tag;
-    Flow* f = new (&flows_[i]) Flow{}; // slot memory is raw until first use (see constructor)
+    Flow* f = new (&flows_[i]) Flow{};  // slot memory is raw until first use (see constructor)
     f->key = key;
     ++size_;
     return f;
@@ -67,7 +67,7 @@ class FlowTable {
     while (budget-- > 0) {
       const uint32_t i = cursor_;
       if (tags_[i] != kEmpty && fn(flows_[i])) {
-        erase_slot(i); // a later flow may shift into slot i: look at i again
+        erase_slot(i);  // a later flow may shift into slot i: look at i again
         continue;
       }
       cursor_ = next(cursor_);
@@ -83,7 +83,7 @@ class FlowTable {
       const uint32_t i = cursor_;
       if (tags_[i] != kEmpty) {
         fn(flows_[i]);
-        erase_slot(i); // a later flow may shift into slot i: look at i again
+        erase_slot(i);  // a later flow may shift into slot i: look at i again
         --budget;
       } else {
         cursor_ = next(cursor_);
@@ -94,7 +94,7 @@ class FlowTable {
 
  private:
   static constexpr uint32_t kEmpty = 0;
-  static uint32_t tag_of(uint32_t hash) { return hash | 1u; } // never kEmpty
+  static uint32_t tag_of(uint32_t hash) { return hash | 1u; }  // never kEmpty
   // Home slot of a tag (Lemire's multiply-shift range reduction: any slot count works). Tags
   // keep the hash, so deletion never rehashes keys.
   uint32_t home(uint32_t tag) const { return uint32_t((uint64_t(tag) * slots_) >> 32); }
@@ -113,4 +113,4 @@ class FlowTable {
   std::unique_ptr<Flow[], FreeDeleter> flows_;
 };
 
-} // namespace spand
+}  // namespace spand

@@ -2,7 +2,6 @@
 //   spand-gateway --pcap FILE [options]
 //   spand-gateway [EAL arguments] -- [options]
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -27,7 +26,7 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace spand;
@@ -69,14 +68,17 @@ int main(int argc, char** argv) {
   app.add_flag("--prefix-summary", prefix_summary,
                "At exit, print count and mean of W_c and RTT per client prefix to stdout");
   app.add_option("--v4-prefix-len", v4_len, "Client prefix length for IPv4")
-      ->default_val(24)->check(CLI::Range(1, 32));
+      ->default_val(24)
+      ->check(CLI::Range(1, 32));
   app.add_option("--v6-prefix-len", v6_len, "Client prefix length for IPv6")
-      ->default_val(48)->check(CLI::Range(1, 128));
+      ->default_val(48)
+      ->check(CLI::Range(1, 128));
   app.add_option("--inside", inside,
                  "Server-side network (repeatable); decides roles when no SYN was seen");
   app.add_option("--flow-capacity", src.worker.flow_capacity,
                  "Connections tracked at once per worker; when full the oldest idle is evicted")
-      ->default_val(src.worker.flow_capacity)->check(CLI::Range(1u, 1u << 28));
+      ->default_val(src.worker.flow_capacity)
+      ->check(CLI::Range(1u, 1u << 28));
   app.add_option("--syn-timeout-ms", src.worker.syn_timeout_ms, "Idle timeout of an unanswered SYN")
       ->default_val(src.worker.syn_timeout_ms);
   app.add_option("--idle-timeout-s", src.worker.idle_timeout_s,
@@ -97,9 +99,11 @@ int main(int argc, char** argv) {
   cg->add_option("--flush-interval-ms", ctl.flush_interval_ms, "Flush accumulators this often")
       ->default_val(ctl.flush_interval_ms);
   cg->add_option("--bucket-s", ctl.bucket_s, "Width of a Redis time bucket")
-      ->default_val(ctl.bucket_s)->check(CLI::Range(1u, 3600u));
+      ->default_val(ctl.bucket_s)
+      ->check(CLI::Range(1u, 3600u));
   cg->add_option("--window-s", ctl.window_s, "Sliding window S of the estimate")
-      ->default_val(ctl.window_s)->check(CLI::Range(1u, 86400u));
+      ->default_val(ctl.window_s)
+      ->check(CLI::Range(1u, 86400u));
   cg->add_option("--min-samples", ctl.min_samples, "Fewer W_c samples in the window: SLOW_START")
       ->default_val(ctl.min_samples);
   cg->add_option("--backlog-max", ctl.backlog_max_updates,

@@ -28,8 +28,7 @@ ordered_json half_to_json(const HalfRecord& h) {
   j["loss_events_timeout"] = h.loss_events_timeout;
   j["rtt_count"] = h.rtt_count;
   j["rtt_min_us"] = h.rtt_count ? ordered_json(h.rtt_min_us) : ordered_json(nullptr);
-  j["rtt_mean_us"] =
-      h.rtt_count ? ordered_json(h.rtt_sum_us / h.rtt_count) : ordered_json(nullptr);
+  j["rtt_mean_us"] = h.rtt_count ? ordered_json(h.rtt_sum_us / h.rtt_count) : ordered_json(nullptr);
   j["rtt_max_us"] = h.rtt_count ? ordered_json(h.rtt_max_us) : ordered_json(nullptr);
   j["mss"] = h.mss;
   j["wscale"] = h.wscale == 0xff ? ordered_json(nullptr) : ordered_json(h.wscale);
@@ -51,7 +50,9 @@ ordered_json half_to_json(const HalfRecord& h) {
   return j;
 }
 
-ordered_json opt_us(int64_t v) { return v >= 0 ? ordered_json(v) : ordered_json(nullptr); }
+ordered_json opt_us(int64_t v) {
+  return v >= 0 ? ordered_json(v) : ordered_json(nullptr);
+}
 
 bool open_out(const std::string& path, FILE*& f, std::string& error) {
   if (path.empty()) return true;
@@ -63,7 +64,7 @@ bool open_out(const std::string& path, FILE*& f, std::string& error) {
   return true;
 }
 
-} // namespace
+}  // namespace
 
 std::string flow_to_json(const FlowRecord& f) {
   ordered_json j;
@@ -86,8 +87,8 @@ std::string flow_to_json(const FlowRecord& f) {
   j["rtt_mean_us"] = s.rtt_count ? ordered_json(s.rtt_sum_us / s.rtt_count) : ordered_json(nullptr);
   j["rtt_max_us"] = s.rtt_count ? ordered_json(s.rtt_max_us) : ordered_json(nullptr);
   // Tstat's server completion time: first to last data segment from the server.
-  j["completion_time_us"] =
-      s.data_packets ? ordered_json((s.last_data_ns - s.first_data_ns) / 1000) : ordered_json(nullptr);
+  j["completion_time_us"] = s.data_packets ? ordered_json((s.last_data_ns - s.first_data_ns) / 1000)
+                                           : ordered_json(nullptr);
   j["close_reason"] = close_reason_name(f.close);
   j["c2s"] = half_to_json(f.c2s);
   j["s2c"] = half_to_json(f.s2c);
@@ -130,8 +131,10 @@ void Collector::drain(Worker& w) {
   Sample s;
   while (w.samples().pop(s)) {
     if (s.kind != SampleKind::kNewConnection) {
-      if (s.kind == SampleKind::kWc) ++wc_samples_;
-      else ++rtt_samples_;
+      if (s.kind == SampleKind::kWc)
+        ++wc_samples_;
+      else
+        ++rtt_samples_;
       prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
       if (samples_) {
         const std::string line = sample_to_json(s, opts_.prefix);
@@ -164,4 +167,4 @@ void Collector::flush() {
   if (samples_) std::fflush(samples_);
 }
 
-} // namespace spand
+}  // namespace spand

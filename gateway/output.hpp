@@ -16,8 +16,8 @@
 namespace spand {
 
 struct OutputOptions {
-  std::string flows_path;   // empty = no flow records
-  std::string samples_path; // empty = no sample records
+  std::string flows_path;    // empty = no flow records
+  std::string samples_path;  // empty = no sample records
   PrefixConfig prefix;
 };
 
@@ -67,4 +67,4 @@ class Collector {
   uint64_t capture_now_ns_ = 0;
 };
 
-} // namespace spand
+}  // namespace spand

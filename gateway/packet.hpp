@@ -10,12 +10,12 @@ namespace spand {
 
 // Link types we decode, numbered as libpcap's DLT_/LINKTYPE_ values so a pcap header maps 1:1.
 enum class LinkType : uint16_t {
-  kEthernet = 1,   // LINKTYPE_ETHERNET
-  kRaw = 101,      // LINKTYPE_RAW (IPv4 or IPv6 by version nibble)
-  kLinuxSll = 113, // LINKTYPE_LINUX_SLL
-  kIpv4 = 228,     // LINKTYPE_IPV4
-  kIpv6 = 229,     // LINKTYPE_IPV6
-  kLinuxSll2 = 276 // LINKTYPE_LINUX_SLL2
+  kEthernet = 1,    // LINKTYPE_ETHERNET
+  kRaw = 101,       // LINKTYPE_RAW (IPv4 or IPv6 by version nibble)
+  kLinuxSll = 113,  // LINKTYPE_LINUX_SLL
+  kIpv4 = 228,      // LINKTYPE_IPV4
+  kIpv6 = 229,      // LINKTYPE_IPV6
+  kLinuxSll2 = 276  // LINKTYPE_LINUX_SLL2
 };
 
 // Why a frame was not handed to the flow table. Each has a counter; names are the metric labels.
@@ -83,24 +83,24 @@ struct SackBlock {
 };
 
 struct TcpOptions {
-  uint16_t mss = 0;         // 0 = absent
-  uint8_t wscale = 0xff;    // 0xff = absent
+  uint16_t mss = 0;       // 0 = absent
+  uint8_t wscale = 0xff;  // 0xff = absent
   bool sack_permitted = false;
   bool has_ts = false;
   uint32_t tsval = 0;
   uint32_t tsecr = 0;
-  uint8_t sack_count = 0;   // blocks present (at most 4 fit in 40 option bytes)
-  bool malformed = false;   // an option's length was invalid: options after it were skipped
+  uint8_t sack_count = 0;  // blocks present (at most 4 fit in 40 option bytes)
+  bool malformed = false;  // an option's length was invalid: options after it were skipped
   SackBlock sack[4]{};
 };
 
 struct ParsedPacket {
-  uint64_t ts_ns = 0;        // capture timestamp
-  uint32_t wire_len = 0;     // frame length on the wire
-  uint16_t vlan_outer = 0;   // 0 = untagged; outer 802.1Q/802.1ad VID
-  uint16_t vlan_inner = 0;   // inner VID for QinQ
-  uint8_t ip_version = 0;    // 4 or 6
-  uint16_t ip_id = 0;        // IPv4 identification field (0 for IPv6): tells a capture copy from a resend
+  uint64_t ts_ns = 0;       // capture timestamp
+  uint32_t wire_len = 0;    // frame length on the wire
+  uint16_t vlan_outer = 0;  // 0 = untagged; outer 802.1Q/802.1ad VID
+  uint16_t vlan_inner = 0;  // inner VID for QinQ
+  uint8_t ip_version = 0;   // 4 or 6
+  uint16_t ip_id = 0;  // IPv4 identification field (0 for IPv6): tells a capture copy from a resend
   IpAddr src;
   IpAddr dst;
   uint16_t sport = 0;
@@ -113,4 +113,4 @@ struct ParsedPacket {
   TcpOptions opt;
 };
 
-} // namespace spand
+}  // namespace spand

@@ -12,4 +12,4 @@ namespace spand {
 Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
                  uint64_t ts_ns, ParsedPacket& out);
 
-} // namespace spand
+}  // namespace spand

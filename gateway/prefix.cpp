@@ -12,7 +12,7 @@ Prefix prefix_with_len(const IpAddr& addr, uint8_t len) {
   const bool v4 = addr.is_v4();
   const unsigned max_len = v4 ? 32 : 128;
   p.len = uint8_t(std::min<unsigned>(len, max_len));
-  const unsigned keep_bits = (v4 ? 96 : 0) + p.len; // bits of the 128-bit form to keep
+  const unsigned keep_bits = (v4 ? 96 : 0) + p.len;  // bits of the 128-bit form to keep
   for (unsigned i = 0; i < 16; ++i) {
     const unsigned bit0 = i * 8;
     if (bit0 >= keep_bits) {
@@ -38,7 +38,9 @@ std::string addr_to_string(const IpAddr& a) {
   return buf;
 }
 
-std::string Prefix::to_string() const { return addr_to_string(net) + "/" + std::to_string(len); }
+std::string Prefix::to_string() const {
+  return addr_to_string(net) + "/" + std::to_string(len);
+}
 
 bool parse_prefix(const std::string& text, Prefix& out) {
   const size_t slash = text.find('/');
@@ -69,7 +71,7 @@ bool parse_prefix(const std::string& text, Prefix& out) {
 }
 
 size_t PrefixHash::operator()(const Prefix& p) const noexcept {
-  uint64_t h = 1469598103934665603ull; // FNV-1a
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
   for (uint8_t b : p.net.bytes) h = (h ^ b) * 1099511628211ull;
   return size_t((h ^ p.len) * 1099511628211ull);
 }
@@ -102,8 +104,8 @@ void Accumulator::merge(const Accumulator& o) {
 double Accumulator::wc_stddev() const {
   if (wc_count < 2) return 0.0;
   const double n = double(wc_count);
-  const double var = (wc_sumsq - wc_sum * wc_sum / n) / (n - 1); // sample variance
+  const double var = (wc_sumsq - wc_sum * wc_sum / n) / (n - 1);  // sample variance
   return var > 0 ? std::sqrt(var) : 0.0;
 }
 
-} // namespace spand
+}  // namespace spand

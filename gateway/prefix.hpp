@@ -17,10 +17,10 @@ struct PrefixConfig {
 };
 
 struct Prefix {
-  IpAddr net;      // address with host bits cleared
-  uint8_t len = 0; // prefix length in the address family's own terms (24 for IPv4 /24)
+  IpAddr net;       // address with host bits cleared
+  uint8_t len = 0;  // prefix length in the address family's own terms (24 for IPv4 /24)
   bool operator==(const Prefix&) const = default;
-  std::string to_string() const; // "198.51.100.0/24", "2001:db8:1::/48"
+  std::string to_string() const;  // "198.51.100.0/24", "2001:db8:1::/48"
 };
 
 Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg);
@@ -55,4 +55,4 @@ struct Accumulator {
   double rtt_mean_us() const { return rtt_count ? rtt_sum_us / double(rtt_count) : 0.0; }
 };
 
-} // namespace spand
+}  // namespace spand

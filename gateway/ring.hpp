@@ -52,8 +52,8 @@ class SpscRing {
   const size_t mask_;
   std::unique_ptr<T[]> slots_;
   alignas(64) std::atomic<size_t> head_{0};
-  size_t tail_cache_ = 0; // producer's last view of tail
+  size_t tail_cache_ = 0;  // producer's last view of tail
   alignas(64) std::atomic<size_t> tail_{0};
 };
 
-} // namespace spand
+}  // namespace spand

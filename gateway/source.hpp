@@ -13,9 +13,9 @@ namespace spand {
 class Collector;
 
 struct SourceOptions {
-  std::string filter;          // libpcap filter expression, empty = everything
-  WorkerConfig worker;         // per-worker table sizes and timeouts
-  bool progress = false;       // print progress to stderr on long inputs
+  std::string filter;     // libpcap filter expression, empty = everything
+  WorkerConfig worker;    // per-worker table sizes and timeouts
+  bool progress = false;  // print progress to stderr on long inputs
 };
 
 // Outcome of a source run; exit code for main().
@@ -30,4 +30,4 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
 SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const SourceOptions& opts,
                              Collector& out, std::string& error);
 
-} // namespace spand
+}  // namespace spand

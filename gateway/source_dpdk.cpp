@@ -42,7 +42,7 @@ constexpr uint16_t kRxBurst = 32;
 constexpr uint16_t kRxDescriptors = 1024;
 constexpr uint16_t kTxDescriptors = 512;
 constexpr unsigned kMbufCache = 256;
-constexpr unsigned kMinPoolMbufs = 8191; // a power of two minus one suits the ring mempool
+constexpr unsigned kMinPoolMbufs = 8191;  // a power of two minus one suits the ring mempool
 // A file-backed net_pcap queue never waits for data: an empty poll means end of file (or a
 // momentarily empty mempool). This much continuous emptiness, while the worker was not held back
 // by full rings, ends the input.
@@ -55,12 +55,14 @@ constexpr uint8_t kSymmetricKeyPattern[2] = {0x6d, 0x5a};
 constexpr uint8_t kDefaultRssKeyBytes = 40;
 
 volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+}
 
 // A --vdev argument from the EAL command line: net_pcap vdevs tell us the file behind a port.
 struct VdevSpec {
-  std::string name;    // "net_pcap0"
-  std::string rx_pcap; // first rx_pcap= file, empty if none
+  std::string name;     // "net_pcap0"
+  std::string rx_pcap;  // first rx_pcap= file, empty if none
   bool infinite_rx = false;
   // From the file itself:
   int dlt = DLT_EN10MB;
@@ -84,7 +86,8 @@ std::vector<VdevSpec> parse_vdevs(const std::vector<std::string>& eal_args) {
     v.name = spec.substr(0, pos);
     while (pos != std::string::npos) {
       const size_t next = spec.find(',', pos + 1);
-      const std::string kv = spec.substr(pos + 1, next == std::string::npos ? next : next - pos - 1);
+      const std::string kv =
+          spec.substr(pos + 1, next == std::string::npos ? next : next - pos - 1);
       if (kv.rfind("rx_pcap=", 0) == 0 && v.rx_pcap.empty()) v.rx_pcap = kv.substr(8);
       if (kv.rfind("infinite_rx=", 0) == 0) v.infinite_rx = std::atoi(kv.c_str() + 12) > 0;
       pos = next;
@@ -98,14 +101,27 @@ std::vector<VdevSpec> parse_vdevs(const std::vector<std::string>& eal_args) {
 // only for raw IP (DLT_RAW is 12 on Linux, LINKTYPE_RAW is 101).
 bool link_from_dlt(int dlt, LinkType& out) {
   switch (dlt) {
-    case DLT_EN10MB: out = LinkType::kEthernet; return true;
+    case DLT_EN10MB:
+      out = LinkType::kEthernet;
+      return true;
     case DLT_RAW:
-    case 101: out = LinkType::kRaw; return true;
-    case 113: out = LinkType::kLinuxSll; return true;
-    case 228: out = LinkType::kIpv4; return true;
-    case 229: out = LinkType::kIpv6; return true;
-    case 276: out = LinkType::kLinuxSll2; return true;
-    default: return false;
+    case 101:
+      out = LinkType::kRaw;
+      return true;
+    case 113:
+      out = LinkType::kLinuxSll;
+      return true;
+    case 228:
+      out = LinkType::kIpv4;
+      return true;
+    case 229:
+      out = LinkType::kIpv6;
+      return true;
+    case 276:
+      out = LinkType::kLinuxSll2;
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -115,9 +131,9 @@ struct PortState {
   std::string driver;
   uint16_t rx_queues = 1;
   bool rss = false;
-  bool replay = false;          // a finite file: the input ends
-  bool infinite_rx = false;     // net_pcap replaying its file in a loop
-  bool pcap_timestamps = false; // net_pcap: mbuf rx timestamp = pcap record time in microseconds
+  bool replay = false;           // a finite file: the input ends
+  bool infinite_rx = false;      // net_pcap replaying its file in a loop
+  bool pcap_timestamps = false;  // net_pcap: mbuf rx timestamp = pcap record time in microseconds
   int dlt = DLT_EN10MB;
   LinkType link = LinkType::kEthernet;
   uint64_t file_packets = 0;  // records in the rx_pcap file (infinite_rx preloads them all)
@@ -139,7 +155,7 @@ struct Clock {
   uint64_t tsc_hz = 1;
   uint64_t tsc0 = 0;
   uint64_t epoch_ns0 = 0;
-  int ts_offset = -1; // mbuf dynfield offset of the rx timestamp, -1 = not registered
+  int ts_offset = -1;  // mbuf dynfield offset of the rx timestamp, -1 = not registered
   uint64_t ts_flag = 0;
 
   uint64_t tsc_to_ns(uint64_t tsc) const {
@@ -159,7 +175,7 @@ struct WorkerCtx {
   std::atomic<bool> done{false};
   uint64_t start_tsc = 0;
   uint64_t end_tsc = 0;
-  double cpu_s = 0; // CPU time of the polling thread: the honest rate on a shared machine
+  double cpu_s = 0;  // CPU time of the polling thread: the honest rate on a shared machine
   bool all_replay = true;
 
   bool input_exhausted() const {
@@ -219,8 +235,9 @@ uint32_t poll_once(WorkerCtx& c) {
     }
     rte_pktmbuf_free_bulk(bufs, n);
     total += n;
-    if (filtered != 0) c.filtered.store(c.filtered.load(std::memory_order_relaxed) + filtered,
-                                        std::memory_order_relaxed);
+    if (filtered != 0)
+      c.filtered.store(c.filtered.load(std::memory_order_relaxed) + filtered,
+                       std::memory_order_relaxed);
   }
   if (total != 0) {
     c.rx_packets.store(c.rx_packets.load(std::memory_order_relaxed) + total,
@@ -300,7 +317,8 @@ bool inspect_pcap_file(VdevSpec& v, std::string& error) {
   if (!link_from_dlt(v.dlt, link)) {
     const char* dlt_name = pcap_datalink_val_to_name(v.dlt);
     error = v.name + ": " + v.rx_pcap + ": unsupported link type " + std::to_string(v.dlt) + " (" +
-            (dlt_name != nullptr ? dlt_name : "?") + "); supported: Ethernet, Linux SLL/SLL2, raw IP";
+            (dlt_name != nullptr ? dlt_name : "?") +
+            "); supported: Ethernet, Linux SLL/SLL2, raw IP";
     pcap_close(pc);
     return false;
   }
@@ -346,7 +364,7 @@ bool setup_port(PortState& p, unsigned workers, std::string& error) {
   if (p.rss) {
     p.rx_queues = static_cast<uint16_t>(std::min<unsigned>(workers, info.max_rx_queues));
   } else if (p.driver == "net_pcap") {
-    p.rx_queues = std::max<uint16_t>(1, info.max_rx_queues); // one queue per rx_pcap file
+    p.rx_queues = std::max<uint16_t>(1, info.max_rx_queues);  // one queue per rx_pcap file
   } else {
     p.rx_queues = 1;
   }
@@ -361,7 +379,8 @@ bool setup_port(PortState& p, unsigned workers, std::string& error) {
     conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
     conf.rx_adv_conf.rss_conf.rss_key = key.data();
     conf.rx_adv_conf.rss_conf.rss_key_len = static_cast<uint8_t>(key.size());
-    conf.rx_adv_conf.rss_conf.rss_hf = (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
+    conf.rx_adv_conf.rss_conf.rss_hf =
+        (RTE_ETH_RSS_IP | RTE_ETH_RSS_TCP) & info.flow_type_rss_offloads;
   }
   rc = rte_eth_dev_configure(p.port_id, p.rx_queues, tx_queues, &conf);
   if (rc != 0) {
@@ -374,12 +393,14 @@ bool setup_port(PortState& p, unsigned workers, std::string& error) {
 
   // infinite_rx keeps the whole file in mbufs of this pool, on top of what rx needs; its mbufs
   // are sized to the file's largest frame (the driver refuses chained mbufs there anyway).
-  const uint64_t in_flight = uint64_t{p.rx_queues} * rxd + uint64_t{workers + 1} * (kMbufCache + kRxBurst);
+  const uint64_t in_flight =
+      uint64_t{p.rx_queues} * rxd + uint64_t{workers + 1} * (kMbufCache + kRxBurst);
   const uint64_t mbufs =
       std::max<uint64_t>(kMinPoolMbufs, in_flight + (p.infinite_rx ? p.file_packets : 0));
   uint32_t data_room = RTE_MBUF_DEFAULT_BUF_SIZE;
   if (p.infinite_rx) {
-    data_room = std::min<uint32_t>(UINT16_MAX, RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(p.max_caplen, 64));
+    data_room =
+        std::min<uint32_t>(UINT16_MAX, RTE_PKTMBUF_HEADROOM + std::max<uint32_t>(p.max_caplen, 64));
   }
   const std::string pool_name = "spand_rx" + std::to_string(p.port_id);
   const int socket = rte_eth_dev_socket_id(p.port_id);
@@ -404,7 +425,7 @@ bool setup_port(PortState& p, unsigned workers, std::string& error) {
       return false;
     }
   }
-  rte_eth_promiscuous_enable(p.port_id); // a span port receives frames for other MACs
+  rte_eth_promiscuous_enable(p.port_id);  // a span port receives frames for other MACs
   rc = rte_eth_dev_start(p.port_id);
   if (rc != 0) {
     error = where + ": rte_eth_dev_start: " + rte_strerror(-rc);
@@ -430,17 +451,18 @@ void print_port_stats(const std::vector<PortState>& ports) {
   for (const PortState& p : ports) {
     rte_eth_stats st{};
     if (rte_eth_stats_get(p.port_id, &st) != 0) continue;
-    std::fprintf(stderr,
-                 "dpdk: port %u %s (%s, %u rx queue%s%s): ipackets %llu imissed %llu ierrors %llu "
-                 "rx_nombuf %llu\n",
-                 p.port_id, p.name.c_str(), p.driver.c_str(), p.rx_queues, p.rx_queues == 1 ? "" : "s",
-                 p.rss ? ", symmetric RSS" : "", static_cast<unsigned long long>(st.ipackets),
-                 static_cast<unsigned long long>(st.imissed), static_cast<unsigned long long>(st.ierrors),
-                 static_cast<unsigned long long>(st.rx_nombuf));
+    std::fprintf(
+        stderr,
+        "dpdk: port %u %s (%s, %u rx queue%s%s): ipackets %llu imissed %llu ierrors %llu "
+        "rx_nombuf %llu\n",
+        p.port_id, p.name.c_str(), p.driver.c_str(), p.rx_queues, p.rx_queues == 1 ? "" : "s",
+        p.rss ? ", symmetric RSS" : "", static_cast<unsigned long long>(st.ipackets),
+        static_cast<unsigned long long>(st.imissed), static_cast<unsigned long long>(st.ierrors),
+        static_cast<unsigned long long>(st.rx_nombuf));
   }
 }
 
-} // namespace
+}  // namespace
 
 SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const SourceOptions& opts,
                              Collector& out, std::string& error) {
@@ -524,13 +546,14 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   }
   if (worker_lcores > 1 && std::none_of(session.ports.begin(), session.ports.end(),
                                         [](const PortState& p) { return p.rss; })) {
-    std::fprintf(stderr, "dpdk: no port has RSS: only worker 0 receives packets; %u lcore(s) idle\n",
+    std::fprintf(stderr,
+                 "dpdk: no port has RSS: only worker 0 receives packets; %u lcore(s) idle\n",
                  worker_lcores - 1);
   }
 
-  struct sigaction sa{};
-  struct sigaction old_int{};
-  struct sigaction old_term{};
+  struct sigaction sa {};
+  struct sigaction old_int {};
+  struct sigaction old_term {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   g_stop_signal = 0;
@@ -575,7 +598,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       });
       const uint64_t before = out.flows_written() + out.samples_written();
       for (auto& c : ctxs) out.drain(*c->worker);
-      if (all_done) break; // the drain above came after every finish()
+      if (all_done) break;  // the drain above came after every finish()
       maybe_progress();
       if (out.flows_written() + out.samples_written() == before) usleep(200);
     }
@@ -599,21 +622,22 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     first_tsc = std::min(first_tsc, c->start_tsc);
     last_tsc = std::max(last_tsc, c->end_tsc);
   }
-  const double elapsed_s = last_tsc > first_tsc
-                               ? static_cast<double>(last_tsc - first_tsc) / static_cast<double>(clock.tsc_hz)
-                               : 0.0;
+  const double elapsed_s = last_tsc > first_tsc ? static_cast<double>(last_tsc - first_tsc) /
+                                                      static_cast<double>(clock.tsc_hz)
+                                                : 0.0;
   out.flush();
   out.set_elapsed(elapsed_s);
   out.print_summary(stderr, workers);
-  std::fprintf(stderr,
-               "dpdk: %llu packets received (%llu rejected by the filter) in %.3f s: %.3f Mpps on %u "
-               "worker%s; polling CPU time %.3f s: %.3f Mpps per CPU-second\n",
-               static_cast<unsigned long long>(rx_packets), static_cast<unsigned long long>(filtered),
-               elapsed_s, elapsed_s > 0 ? static_cast<double>(rx_packets) / elapsed_s / 1e6 : 0.0,
-               nb_workers, nb_workers == 1 ? "" : "s", cpu_s,
-               cpu_s > 0 ? static_cast<double>(rx_packets) / cpu_s / 1e6 : 0.0);
+  std::fprintf(
+      stderr,
+      "dpdk: %llu packets received (%llu rejected by the filter) in %.3f s: %.3f Mpps on %u "
+      "worker%s; polling CPU time %.3f s: %.3f Mpps per CPU-second\n",
+      static_cast<unsigned long long>(rx_packets), static_cast<unsigned long long>(filtered),
+      elapsed_s, elapsed_s > 0 ? static_cast<double>(rx_packets) / elapsed_s / 1e6 : 0.0,
+      nb_workers, nb_workers == 1 ? "" : "s", cpu_s,
+      cpu_s > 0 ? static_cast<double>(rx_packets) / cpu_s / 1e6 : 0.0);
   print_port_stats(session.ports);
   return SourceStatus::kOk;
 }
 
-} // namespace spand
+}  // namespace spand

@@ -13,39 +13,54 @@ namespace spand {
 
 namespace {
 
-constexpr uint32_t kDrainEvery = 256; // packets between drains; far below the ring capacity
+constexpr uint32_t kDrainEvery = 256;  // packets between drains; far below the ring capacity
 
 bool link_type_of(int dlt, LinkType& out) {
   switch (dlt) {
-    case DLT_EN10MB: out = LinkType::kEthernet; return true;
+    case DLT_EN10MB:
+      out = LinkType::kEthernet;
+      return true;
     case DLT_RAW:
-    case 101: out = LinkType::kRaw; return true;
-    case DLT_LINUX_SLL: out = LinkType::kLinuxSll; return true;
+    case 101:
+      out = LinkType::kRaw;
+      return true;
+    case DLT_LINUX_SLL:
+      out = LinkType::kLinuxSll;
+      return true;
 #ifdef DLT_LINUX_SLL2
-    case DLT_LINUX_SLL2: out = LinkType::kLinuxSll2; return true;
+    case DLT_LINUX_SLL2:
+      out = LinkType::kLinuxSll2;
+      return true;
 #endif
-    case 228: out = LinkType::kIpv4; return true;
-    case 229: out = LinkType::kIpv6; return true;
-    default: return false;
+    case 228:
+      out = LinkType::kIpv4;
+      return true;
+    case 229:
+      out = LinkType::kIpv6;
+      return true;
+    default:
+      return false;
   }
 }
 
-} // namespace
+}  // namespace
 
 SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts, Collector& out,
                              std::string& error) {
   char errbuf[PCAP_ERRBUF_SIZE] = {0};
-  pcap_t* pc = pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO,
-                                                      errbuf);
+  pcap_t* pc =
+      pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
   if (!pc) {
     error = path + ": " + errbuf;
     return SourceStatus::kBadInput;
   }
   LinkType link;
   if (!link_type_of(pcap_datalink(pc), link)) {
-    error = path + ": unsupported link type " + std::to_string(pcap_datalink(pc)) + " (" +
-            (pcap_datalink_val_to_name(pcap_datalink(pc)) ? pcap_datalink_val_to_name(pcap_datalink(pc)) : "?") +
-            "); supported: Ethernet, Linux SLL/SLL2, raw IP";
+    error =
+        path + ": unsupported link type " + std::to_string(pcap_datalink(pc)) + " (" +
+        (pcap_datalink_val_to_name(pcap_datalink(pc)) ? pcap_datalink_val_to_name(pcap_datalink(pc))
+                                                      : "?") +
+        "); supported: Ethernet, Linux SLL/SLL2, raw IP";
     pcap_close(pc);
     return SourceStatus::kBadInput;
   }
@@ -69,7 +84,7 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   const u_char* data = nullptr;
   for (;;) {
     const int rc = pcap_next_ex(pc, &hdr, &data);
-    if (rc == PCAP_ERROR_BREAK) break; // end of file
+    if (rc == PCAP_ERROR_BREAK) break;  // end of file
     if (rc != 1) {
       error = path + ": " + pcap_geterr(pc) + " after " + std::to_string(n) +
               " packets; results cover the packets before it";
@@ -94,11 +109,12 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   while (worker.finish_some(worker.finish_batch())) out.drain(worker);
   out.drain(worker);
   out.flush();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.set_elapsed(secs);
   out.print_summary(stderr, {&worker});
   pcap_close(pc);
   return status;
 }
 
-} // namespace spand
+}  // namespace spand

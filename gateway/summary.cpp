@@ -29,18 +29,21 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
   }
   uint64_t dropped = 0;
   for (uint64_t d : t.drops) dropped += d;
-  std::fprintf(out, "summary: %" PRIu64 " frames (%" PRIu64 " bytes), %" PRIu64
+  std::fprintf(out,
+               "summary: %" PRIu64 " frames (%" PRIu64 " bytes), %" PRIu64
                " TCP packets tracked, %" PRIu64 " dropped\n",
                t.frames, t.bytes, t.tcp_packets, dropped);
   if (elapsed_s_ > 0) {
     std::fprintf(out, "elapsed: %.3f s, %.3f Mpps\n", elapsed_s_, t.frames / elapsed_s_ / 1e6);
   }
-  std::fprintf(out, "connections: %" PRIu64 " created, %" PRIu64 " closed (%" PRIu64
+  std::fprintf(out,
+               "connections: %" PRIu64 " created, %" PRIu64 " closed (%" PRIu64
                " timed out, %" PRIu64 " evicted from a full table), %" PRIu64
                " still active, %" PRIu64 " resets for unknown connections\n",
                t.flows_created, t.flows_closed + t.flows_evicted, t.flows_timed_out,
                t.flows_evicted, t.active_flows, t.orphan_resets);
-  std::fprintf(out, "samples: %" PRIu64 " W_c, %" PRIu64 " RTT; lost to a full ring: %" PRIu64
+  std::fprintf(out,
+               "samples: %" PRIu64 " W_c, %" PRIu64 " RTT; lost to a full ring: %" PRIu64
                " samples, %" PRIu64 " flow records\n",
                t.samples_wc, t.samples_rtt, t.ring_full_samples, t.ring_full_flows);
   std::fprintf(out, "outputs: %" PRIu64 " flow records, %" PRIu64 " sample records written\n",
@@ -63,8 +66,8 @@ void Collector::print_prefix_summary(FILE* out) const {
     if (na != nb) return na > nb;
     return a.first.to_string() < b.first.to_string();
   });
-  std::fprintf(out, "%-44s %8s %10s %10s %8s %12s %12s\n", "prefix", "wc_n", "wc_mean",
-               "wc_stddev", "rtt_n", "rtt_mean_ms", "rtt_min_ms");
+  std::fprintf(out, "%-44s %8s %10s %10s %8s %12s %12s\n", "prefix", "wc_n", "wc_mean", "wc_stddev",
+               "rtt_n", "rtt_mean_ms", "rtt_min_ms");
   for (const auto& [p, a] : rows) {
     std::fprintf(out, "%-44s %8" PRIu64 " %10.2f %10.2f %8" PRIu64 " %12.3f %12.3f\n",
                  p.to_string().c_str(), a.wc_count, a.wc_mean(), a.wc_stddev(), a.rtt_count,
@@ -72,4 +75,4 @@ void Collector::print_prefix_summary(FILE* out) const {
   }
 }
 
-} // namespace spand
+}  // namespace spand

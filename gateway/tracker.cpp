@@ -11,7 +11,7 @@ namespace spand {
 
 namespace {
 
-constexpr uint32_t kRelMaxUs = 0xF000'0000u; // rebase relative times before they can overflow
+constexpr uint32_t kRelMaxUs = 0xF000'0000u;  // rebase relative times before they can overflow
 constexpr uint32_t kInitialRtoUs = 1'000'000;
 constexpr uint32_t kQ16 = 65536;  // cwnd fixed point: 1/65536 segment
 
@@ -19,11 +19,15 @@ inline void bump(uint16_t& c) {
   if (c != UINT16_MAX) ++c;
 }
 
-constexpr uint64_t kCwndMaxQ16 = 0xFFFF'0000ull; // 65535 segments
+constexpr uint64_t kCwndMaxQ16 = 0xFFFF'0000ull;  // 65535 segments
 
-inline uint32_t clamp_cwnd(uint64_t q16) { return uint32_t(q16 > kCwndMaxQ16 ? kCwndMaxQ16 : q16); }
+inline uint32_t clamp_cwnd(uint64_t q16) {
+  return uint32_t(q16 > kCwndMaxQ16 ? kCwndMaxQ16 : q16);
+}
 
-inline uint16_t sat16(uint32_t v) { return v > UINT16_MAX ? UINT16_MAX : uint16_t(v); }
+inline uint16_t sat16(uint32_t v) {
+  return v > UINT16_MAX ? UINT16_MAX : uint16_t(v);
+}
 
 inline uint16_t fold_sig(const ParsedPacket& p) {
   const uint32_t x = p.ack ^ (p.payload_len << 16) ^ p.window ^ p.flags;
@@ -69,9 +73,11 @@ void add_hole(HalfFlow& h, uint32_t lo, uint32_t hi) {
   h.hole_hi[slot] = hi;
 }
 
-bool addr_in(const Prefix& pfx, const IpAddr& a) { return prefix_with_len(a, pfx.len) == pfx; }
+bool addr_in(const Prefix& pfx, const IpAddr& a) {
+  return prefix_with_len(a, pfx.len) == pfx;
+}
 
-} // namespace
+}  // namespace
 
 void Emitter::sample(const Sample& s) {
   if (!samples->push(s)) {
@@ -102,7 +108,7 @@ void Tracker::on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   f.ip_v6 = p.ip_version == 6;
   bool src_is_client;
   if (p.flags & kSyn) {
-    src_is_client = !(p.flags & kAck); // SYN: client; SYN-ACK: server
+    src_is_client = !(p.flags & kAck);  // SYN: client; SYN-ACK: server
     f.handshake = 1;
   } else {
     src_is_client = true;
@@ -194,7 +200,7 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
     snd.flags |= kHfSynSeen | kHfSeqKnown | (synack ? kHfSynAckSent : 0);
     snd.isn = p.seq;
     if (!(p.flags & kAck)) {
-      if (d == Dir::kC2S) f.syn_us = now_us; // Karn: a resent SYN restarts the handshake timer
+      if (d == Dir::kC2S) f.syn_us = now_us;  // Karn: a resent SYN restarts the handshake timer
     } else if (!f.synack_seen) {
       f.synack_seen = 1;
       f.synack_us = now_us;
@@ -213,8 +219,8 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   }
 
   // Handshake completes: the client's first ACK of the SYN-ACK.
-  if (d == Dir::kC2S && (p.flags & (kAck | kSyn)) == kAck && f.synack_seen &&
-      !f.handshake_done && p.ack == f.h(Dir::kS2C).isn + 1) {
+  if (d == Dir::kC2S && (p.flags & (kAck | kSyn)) == kAck && f.synack_seen && !f.handshake_done &&
+      p.ack == f.h(Dir::kS2C).isn + 1) {
     f.handshake_done = 1;
     if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.synack_us);
     if (f.phase == FlowPhase::kSynOnly) f.phase = FlowPhase::kEstablished;
@@ -237,8 +243,8 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
 }
 
 uint32_t Tracker::rto_us(const HalfFlow& h) const {
-  if (h.srtt_us == 0) return kInitialRtoUs; // RFC 6298 2.1: no sample yet
-  return std::max(cfg_.min_rto_us, h.srtt_us + 4 * h.rttvar_us); // RFC 6298 2.3
+  if (h.srtt_us == 0) return kInitialRtoUs;                       // RFC 6298 2.1: no sample yet
+  return std::max(cfg_.min_rto_us, h.srtt_us + 4 * h.rttvar_us);  // RFC 6298 2.3
 }
 
 uint32_t Tracker::flight_segments(const HalfFlow& h, uint32_t extra_bytes) const {
@@ -251,12 +257,12 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   HalfFlow& h = f.h(d);
   const HalfFlow& peer = f.h(opposite(d));
   uint32_t seq = p.seq;
-  if (p.flags & kSyn) ++seq; // data on a SYN starts after it
+  if (p.flags & kSyn) ++seq;  // data on a SYN starts after it
   const uint32_t len = p.payload_len;
-  const uint32_t pend = seq + len;                       // end of the payload
-  const uint32_t end = pend + ((p.flags & kFin) ? 1 : 0); // end in sequence space (FIN counts)
+  const uint32_t pend = seq + len;                         // end of the payload
+  const uint32_t end = pend + ((p.flags & kFin) ? 1 : 0);  // end in sequence space (FIN counts)
 
-  if (!(h.flags & kHfSeqKnown)) { // picked up mid-stream
+  if (!(h.flags & kHfSeqKnown)) {  // picked up mid-stream
     h.flags |= kHfSeqKnown;
     h.isn = seq;
     h.snd_max = seq;
@@ -284,7 +290,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
                             now_us - h.last_data_us <= cfg_.dup_window_us;
     if ((old_id || same_again) && find_hole(h, seq) < 0) {
       bump(h.capture_dups);
-      return; // the sender sent it once: nothing else changes
+      return;  // the sender sent it once: nothing else changes
     }
   }
   h.bytes += len;
@@ -303,7 +309,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   }
 
   if (!below) {
-    if (seq_gt(seq, h.snd_max)) add_hole(h, h.snd_max, seq); // bytes the monitor never saw
+    if (seq_gt(seq, h.snd_max)) add_hole(h, h.snd_max, seq);  // bytes the monitor never saw
     h.unique_bytes += len;
     h.snd_max = end;
     if (!(h.flags & kHfTimedValid) && len > 0) {
@@ -331,7 +337,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
       h.hole_lo[i] = seq_lt(end, hi) ? end : hi;
     } else {
       h.hole_hi[i] = seq;
-      if (seq_lt(end, hi)) add_hole(h, end, hi); // the part above the segment, if room
+      if (seq_lt(end, hi)) add_hole(h, end, hi);  // the part above the segment, if room
     }
   } else {
     // A retransmission. Karn: the timed segment's sample is now ambiguous.
@@ -343,20 +349,20 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     const uint32_t idle_us = now_us - h.last_send_us;
     const uint32_t rto = rto_us(h);
     if (h.cc == CcState::kFastRecovery) {
-      if (idle_us >= rto && seq == h.snd_una) { // recovery failed: the RTO fired
+      if (idle_us >= rto && seq == h.snd_una) {  // recovery failed: the RTO fired
         start_loss_event(f, d, true, now_us);
         bump(h.rexmt_timeout);
       } else {
-        bump(h.rexmt_fast); // NewReno partial ACK or SACK-driven resend within the same event
+        bump(h.rexmt_fast);  // NewReno partial ACK or SACK-driven resend within the same event
       }
     } else if (h.dupacks >= 3 || ((h.dupacks >= 1 || (h.flags & kHfSackHoles)) &&
-                                   (h.flags & kHfSackPermitted) && idle_us < rto)) {
+                                  (h.flags & kHfSackPermitted) && idle_us < rto)) {
       // Dupack threshold, or SACK-based detection (RFC 6675, RACK in RFC 8985): the receiver
       // reports data above a hole and the resend comes before the retransmission timer.
       start_loss_event(f, d, false, now_us);
       bump(h.rexmt_fast);
     } else if (h.cc == CcState::kTimeoutRecovery) {
-      bump(h.rexmt_timeout); // go-back-N after an RTO, or the RTO backing off
+      bump(h.rexmt_timeout);  // go-back-N after an RTO, or the RTO backing off
       if (seq == h.snd_una && idle_us >= rto) ++h.rto_backoff;
     } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
       // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
@@ -415,7 +421,8 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
   const uint64_t cwnd_before = h.cc == CcState::kFastRecovery || h.cc == CcState::kTimeoutRecovery
                                    ? h.cwnd_before_loss_q16
                                    : h.cwnd_q16;
-  h.ssthresh_seg = sat16(std::max<uint32_t>(uint32_t(cwnd_before * kLossBetaPermille / 1000 / kQ16), 2));
+  h.ssthresh_seg =
+      sat16(std::max<uint32_t>(uint32_t(cwnd_before * kLossBetaPermille / 1000 / kQ16), 2));
   h.recover = h.snd_max;
   h.dupacks = 0;
   if (timeout) {
@@ -443,9 +450,9 @@ void Tracker::end_round(HalfFlow& h) {
 }
 
 void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
-  HalfFlow& h = f.h(d); // the data sender whose bytes this ACK covers
+  HalfFlow& h = f.h(d);  // the data sender whose bytes this ACK covers
   const uint32_t ack = p.ack;
-  if (!(h.flags & kHfSeqKnown)) return; // nothing seen from that sender yet
+  if (!(h.flags & kHfSeqKnown)) return;  // nothing seen from that sender yet
   if (!(h.flags & kHfAckKnown)) {
     h.snd_una = ack;
     h.flags |= kHfAckKnown;
@@ -456,18 +463,18 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   if (p.opt.sack_count == 0) {
     h.flags &= ~kHfSackHoles;
   } else if (seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack)) {
-    h.flags |= kHfSackHoles; // the receiver holds data above a hole
+    h.flags |= kHfSackHoles;  // the receiver holds data above a hole
   }
   if (p.opt.sack_count > 0) {
     const SackBlock& b0 = p.opt.sack[0];
-    const bool dsack = seq_le(b0.right, ack) ||
-                       (p.opt.sack_count > 1 && seq_ge(b0.left, p.opt.sack[1].left) &&
-                        seq_le(b0.right, p.opt.sack[1].right));
+    const bool dsack =
+        seq_le(b0.right, ack) || (p.opt.sack_count > 1 && seq_ge(b0.left, p.opt.sack[1].left) &&
+                                  seq_le(b0.right, p.opt.sack[1].right));
     const uint32_t resent = uint32_t(h.rexmt_fast) + h.rexmt_timeout + h.rexmt_other;
     if (dsack) bump(h.dsacks);
     if (dsack && h.rexmt_spurious < resent) bump(h.rexmt_spurious);
   }
-  if (seq_gt(ack, h.snd_max)) return; // acks bytes the monitor never saw sent: ignore
+  if (seq_gt(ack, h.snd_max)) return;  // acks bytes the monitor never saw sent: ignore
 
   if (seq_gt(ack, h.snd_una)) {
     const uint32_t acked = ack - h.snd_una;
@@ -481,7 +488,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     const uint32_t acked_q16 = uint32_t(std::min<uint64_t>(uint64_t(acked) * kQ16 / mss, 1u << 24));
     switch (h.cc) {
       case CcState::kFastRecovery:
-        if (seq_ge(ack, h.recover)) { // full ACK: deflate to ssthresh
+        if (seq_ge(ack, h.recover)) {  // full ACK: deflate to ssthresh
           h.cc = CcState::kCongestionAvoidance;
           h.cwnd_q16 = clamp_cwnd(uint64_t(h.ssthresh_seg) * kQ16);
         }
@@ -490,7 +497,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
         if (seq_ge(ack, h.recover)) {
           h.cc = h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16 ? CcState::kCongestionAvoidance
-                                                              : CcState::kSlowStart;
+                                                               : CcState::kSlowStart;
         }
         break;
       case CcState::kSlowStart:
@@ -499,13 +506,13 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         break;
       case CcState::kCongestionAvoidance:
         // kGrowthAlphaPermille segments per window of ACKs.
-        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille / 1000 /
-                                                 std::max(h.cwnd_q16, kQ16));
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille /
+                                                 1000 / std::max(h.cwnd_q16, kQ16));
         break;
     }
     if (seq_ge(ack, h.round_end)) end_round(h);
     for (int i = 0; i < HalfFlow::kHoles; ++i) {
-      if (seq_ge(ack, h.hole_hi[i])) h.hole_lo[i] = h.hole_hi[i]; // acked: the gap is history
+      if (seq_ge(ack, h.hole_hi[i])) h.hole_lo[i] = h.hole_hi[i];  // acked: the gap is history
     }
   } else if (ack == h.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
              h.snd_max != h.snd_una) {
@@ -520,7 +527,7 @@ void Tracker::on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us)
     h.flags &= ~kHfTsPending;
     rtt_sample(f, d, now_us - h.ts_us, RttSource::kTimestamp);
   } else if (seq_gt(tsecr, h.ts_val)) {
-    h.flags &= ~kHfTsPending; // the echo of our value was missed
+    h.flags &= ~kHfTsPending;  // the echo of our value was missed
   }
 }
 
@@ -544,7 +551,7 @@ void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
     if (rtt_us > h.rtt_max_us) h.rtt_max_us = rtt_us;
     ++h.rtt_count;
   }
-  if (h.srtt_us == 0) { // RFC 6298 2.2 and 2.3
+  if (h.srtt_us == 0) {  // RFC 6298 2.2 and 2.3
     h.srtt_us = rtt_us;
     h.rttvar_us = rtt_us / 2;
   } else {
@@ -567,7 +574,7 @@ void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limi
     if (limited) h.wc_limited_mask |= uint8_t(1u << h.wc_count);
   }
   if (h.wc_count != UINT8_MAX) ++h.wc_count;
-  if (d != Dir::kS2C) return; // the window the server's connections get toward the client
+  if (d != Dir::kS2C) return;  // the window the server's connections get toward the client
   Sample s = base_sample(f, SampleKind::kWc);
   s.wc_reason = why;
   s.cwnd_limited = limited;
@@ -638,4 +645,4 @@ void Tracker::close(Flow& f, CloseReason reason) {
   emit_.record(r);
 }
 
-} // namespace spand
+}  // namespace spand

@@ -17,9 +17,9 @@ namespace spand {
 struct WorkerCounters;
 
 struct TrackerConfig {
-  uint32_t min_rto_us = 200'000;         // Linux TCP_RTO_MIN; below it a resend is not a timeout
-  uint32_t restart_window_segments = 10; // RFC 5681 restart window (Linux IW) after idle
-  uint32_t dup_window_us = 2'000;        // identical-segment copies this close are the capture's
+  uint32_t min_rto_us = 200'000;          // Linux TCP_RTO_MIN; below it a resend is not a timeout
+  uint32_t restart_window_segments = 10;  // RFC 5681 restart window (Linux IW) after idle
+  uint32_t dup_window_us = 2'000;         // identical-segment copies this close are the capture's
   // Networks whose hosts are servers ("inside"); decides roles for connections without a SYN.
   static constexpr int kMaxInside = 16;
   Prefix inside[kMaxInside];
@@ -68,4 +68,4 @@ class Tracker {
   Emitter emit_;
 };
 
-} // namespace spand
+}  // namespace spand

@@ -10,7 +10,7 @@ namespace {
 // Slots examined for timeouts per packet: a table of N slots is swept every N packets. Each
 // occupied slot costs a cache miss, so this stays small.
 constexpr uint32_t kSweepBudget = 1;
-} // namespace
+}  // namespace
 
 Worker::Worker(const WorkerConfig& cfg)
     : cfg_(cfg),
@@ -21,8 +21,12 @@ Worker::Worker(const WorkerConfig& cfg)
 
 Worker::~Worker() = default;
 
-size_t Worker::bytes_per_flow() { return sizeof(Flow); }
-size_t Worker::table_bytes() const { return table_->memory_bytes(); }
+size_t Worker::bytes_per_flow() {
+  return sizeof(Flow);
+}
+size_t Worker::table_bytes() const {
+  return table_->memory_bytes();
+}
 
 void Worker::handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
                           uint64_t ts_ns) {
@@ -46,9 +50,12 @@ bool Worker::expired(const Flow& f) const {
   if (now_ns_ <= f.last_ns) return false;
   const uint64_t idle_ns = now_ns_ - f.last_ns;
   switch (f.phase) {
-    case FlowPhase::kSynOnly: return idle_ns > uint64_t(cfg_.syn_timeout_ms) * 1'000'000;
-    case FlowPhase::kEstablished: return idle_ns > uint64_t(cfg_.idle_timeout_s) * 1'000'000'000;
-    case FlowPhase::kClosing: return idle_ns > uint64_t(cfg_.closing_timeout_ms) * 1'000'000;
+    case FlowPhase::kSynOnly:
+      return idle_ns > uint64_t(cfg_.syn_timeout_ms) * 1'000'000;
+    case FlowPhase::kEstablished:
+      return idle_ns > uint64_t(cfg_.idle_timeout_s) * 1'000'000'000;
+    case FlowPhase::kClosing:
+      return idle_ns > uint64_t(cfg_.closing_timeout_ms) * 1'000'000;
   }
   return false;
 }
@@ -68,7 +75,7 @@ void Worker::handle_packet(const ParsedPacket& p) {
     f = nullptr;
   }
   if (!f) {
-    if (p.flags & kRst) { // a reset for a connection we do not know: nothing to track
+    if (p.flags & kRst) {  // a reset for a connection we do not know: nothing to track
       ++counters_.orphan_resets;
       return;
     }
@@ -109,4 +116,4 @@ void Worker::finish() {
   }
 }
 
-} // namespace spand
+}  // namespace spand

@@ -16,11 +16,11 @@
 namespace spand {
 
 struct WorkerConfig {
-  uint32_t flow_capacity = 1 << 20;     // connections tracked at once (per worker)
-  uint32_t syn_timeout_ms = 30'000;     // a handshake that never completes
-  uint32_t idle_timeout_s = 300;        // established connection with no packet
-  uint32_t closing_timeout_ms = 10'000; // after FIN/RST
-  uint32_t ring_capacity = 1 << 16;     // samples and flow records in flight to the control side
+  uint32_t flow_capacity = 1 << 20;      // connections tracked at once (per worker)
+  uint32_t syn_timeout_ms = 30'000;      // a handshake that never completes
+  uint32_t idle_timeout_s = 300;         // established connection with no packet
+  uint32_t closing_timeout_ms = 10'000;  // after FIN/RST
+  uint32_t ring_capacity = 1 << 16;      // samples and flow records in flight to the control side
   TrackerConfig tracker;
 };
 
@@ -32,15 +32,15 @@ struct WorkerCounters {
   std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
   uint64_t flows_created = 0;
   uint64_t flows_closed = 0;
-  uint64_t flows_evicted = 0;   // removed to make room (table full policy)
+  uint64_t flows_evicted = 0;  // removed to make room (table full policy)
   uint64_t flows_timed_out = 0;
   uint64_t samples_wc = 0;
   uint64_t samples_rtt = 0;
-  uint64_t ring_full_samples = 0; // samples lost because the control side lagged
-  uint64_t ring_full_flows = 0;   // flow records lost for the same reason
+  uint64_t ring_full_samples = 0;  // samples lost because the control side lagged
+  uint64_t ring_full_flows = 0;    // flow records lost for the same reason
   uint64_t active_flows = 0;
-  uint64_t tcp_option_errors = 0; // segments kept with malformed options skipped
-  uint64_t orphan_resets = 0;   // RST for a connection not in the table (not tracked)
+  uint64_t tcp_option_errors = 0;  // segments kept with malformed options skipped
+  uint64_t orphan_resets = 0;      // RST for a connection not in the table (not tracked)
 };
 
 class FlowTable;
@@ -70,7 +70,7 @@ class Worker {
   SpscRing<Sample>& samples() { return *samples_; }
   SpscRing<FlowRecord>& flows() { return *flows_; }
   const WorkerCounters& counters() const { return counters_; }
-  uint64_t now_ns() const { return now_ns_; } // newest capture time seen
+  uint64_t now_ns() const { return now_ns_; }  // newest capture time seen
   // State per tracked connection (one Flow), and the whole table's preallocated footprint.
   static size_t bytes_per_flow();
   size_t table_bytes() const;
@@ -83,10 +83,10 @@ class Worker {
   std::unique_ptr<FlowTable> table_;
   std::unique_ptr<Tracker> tracker_;
   ParsedPacket scratch_;
-  uint64_t now_ns_ = 0; // newest capture time seen: the worker's clock
+  uint64_t now_ns_ = 0;  // newest capture time seen: the worker's clock
 
   bool expired(const Flow& f) const;
   CloseReason expiry_reason(const Flow& f) const;
 };
 
-} // namespace spand
+}  // namespace spand

@@ -23,7 +23,7 @@ namespace v1 = spand::v1;
 constexpr int kExitOk = 0;
 constexpr int kExitRpcError = 1;
 constexpr int kExitUsage = 2;
-constexpr size_t kBatchLimit = 1000; // the server's BatchGet limit (proto comment)
+constexpr size_t kBatchLimit = 1000;  // the server's BatchGet limit (proto comment)
 constexpr const char* kDefaultServer = "127.0.0.1:50051";
 
 const char* const kHelp =
@@ -69,12 +69,23 @@ bool parse_u64(const char* text, uint64_t& out) {
 }
 
 const char* code_name(grpc::StatusCode c) {
-  static const char* const kNames[] = {
-      "OK",        "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
-      "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",    "PERMISSION_DENIED",
-      "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE",
-      "UNIMPLEMENTED", "INTERNAL",      "UNAVAILABLE",       "DATA_LOSS",
-      "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   return size_t(c) < std::size(kNames) ? kNames[c] : "UNKNOWN";
 }
 
@@ -105,8 +116,8 @@ json estimate_json(const v1::Estimate& e) {
 
 void print_table_header(bool with_cwnd, const char* first = nullptr) {
   if (first) std::printf("%-15s ", first);
-  std::printf("%-22s %8s %8s %8s %9s %9s %8s %-12s", "PREFIX", "SAMPLES", "WC", "STDDEV",
-              "RTT_MS", "MIN_RTT", "AGE_S", "VERDICT");
+  std::printf("%-22s %8s %8s %8s %9s %9s %8s %-12s", "PREFIX", "SAMPLES", "WC", "STDDEV", "RTT_MS",
+              "MIN_RTT", "AGE_S", "VERDICT");
   if (with_cwnd) std::printf(" %8s %14s", "CWND_OPT", "PACING_BPS");
   std::printf("\n");
 }
@@ -205,7 +216,7 @@ void on_interrupt(int) {
 
 int cmd_watch(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) {
   v1::WatchRequest req;
-  uint64_t count = 0; // 0 = until interrupted
+  uint64_t count = 0;  // 0 = until interrupted
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--initial") {
@@ -252,10 +263,10 @@ int cmd_watch(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv
   const grpc::Status st = reader->Finish();
   g_watch_ctx = nullptr;
   if (count && seen >= count) return kExitOk;
-  if (st.error_code() == grpc::StatusCode::CANCELLED) return kExitOk; // interrupted
-  return rpc_error(g, "Watch", st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                                      "stream ended by the server")
-                                       : st);
+  if (st.error_code() == grpc::StatusCode::CANCELLED) return kExitOk;  // interrupted
+  return rpc_error(
+      g, "Watch",
+      st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "stream ended by the server") : st);
 }
 
 int cmd_top(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) {
@@ -293,7 +304,7 @@ int cmd_top(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) 
   return kExitOk;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   Globals g;

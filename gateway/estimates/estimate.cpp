@@ -5,9 +5,12 @@
 
 namespace spand {
 
-const char* verdict_name(Verdict v) { return v == Verdict::kUseEstimate ? "USE_ESTIMATE" : "SLOW_START"; }
+const char* verdict_name(Verdict v) {
+  return v == Verdict::kUseEstimate ? "USE_ESTIMATE" : "SLOW_START";
+}
 
-Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_samples, const DecayOptions& decay) {
+Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_samples,
+                          const DecayOptions& decay) {
   Estimate e;
   e.samples = acc.wc_count;
   e.rtt_samples = acc.rtt_count;
@@ -17,21 +20,24 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
     // Sample standard deviation (n - 1), as Accumulator::wc_stddev and --prefix-summary; the
     // difference of sums can go slightly negative by rounding.
     if (acc.wc_count > 1)
-      e.wc_stddev = std::sqrt(std::max(0.0, (acc.wc_sumsq - acc.wc_sum * acc.wc_sum / n) / (n - 1)));
+      e.wc_stddev =
+          std::sqrt(std::max(0.0, (acc.wc_sumsq - acc.wc_sum * acc.wc_sum / n) / (n - 1)));
   }
   if (acc.rtt_count > 0) {
     e.rtt_ms = acc.rtt_sum_us / double(acc.rtt_count) / 1000.0;
     e.min_rtt_ms = acc.rtt_min_us == UINT32_MAX ? 0.0 : double(acc.rtt_min_us) / 1000.0;
   }
-  if (acc.newest_ts_ns > 0 && now_ns > acc.newest_ts_ns) e.age_s = double(now_ns - acc.newest_ts_ns) / 1e9;
+  if (acc.newest_ts_ns > 0 && now_ns > acc.newest_ts_ns)
+    e.age_s = double(now_ns - acc.newest_ts_ns) / 1e9;
   if (decay.half_life_s > 0 && acc.wc_count > 0 && e.age_s > decay.grace_s &&
       e.wc_segments > decay.floor_segments) {
     e.decay_factor = std::exp2(-(e.age_s - decay.grace_s) / decay.half_life_s);
     e.wc_segments = decay.floor_segments + (e.wc_segments - decay.floor_segments) * e.decay_factor;
     e.wc_stddev *= e.decay_factor;
   }
-  e.verdict = acc.wc_count >= std::max<uint32_t>(min_samples, 1) ? Verdict::kUseEstimate : Verdict::kSlowStart;
+  e.verdict = acc.wc_count >= std::max<uint32_t>(min_samples, 1) ? Verdict::kUseEstimate
+                                                                 : Verdict::kSlowStart;
   return e;
 }
 
-} // namespace spand
+}  // namespace spand

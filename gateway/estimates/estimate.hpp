@@ -9,7 +9,7 @@ namespace spand {
 
 enum class Verdict : uint8_t { kUseEstimate = 0, kSlowStart = 1 };
 
-const char* verdict_name(Verdict v); // "USE_ESTIMATE", "SLOW_START"
+const char* verdict_name(Verdict v);  // "USE_ESTIMATE", "SLOW_START"
 
 inline constexpr uint32_t kDefaultMinSamples = 5;
 
@@ -19,26 +19,27 @@ inline constexpr uint32_t kDefaultMinSamples = 5;
 // the floor is pulled down; stddev shrinks by the same factor. The sample count and the verdict
 // are unchanged: decay makes a stale estimate cautious, it does not invent samples.
 struct DecayOptions {
-  double half_life_s = 0;       // 0 = off
-  double grace_s = 0;           // age of the newest sample before decay starts
-  double floor_segments = 10;   // RFC 6928 initial window: what a cautious sender would use
+  double half_life_s = 0;      // 0 = off
+  double grace_s = 0;          // age of the newest sample before decay starts
+  double floor_segments = 10;  // RFC 6928 initial window: what a cautious sender would use
 };
 
 struct Estimate {
-  uint64_t samples = 0;      // W_c samples in the window
+  uint64_t samples = 0;  // W_c samples in the window
   uint64_t rtt_samples = 0;
-  double wc_segments = 0;    // mean W_c (after decay, if on)
-  double wc_stddev = 0;      // sample standard deviation of W_c (n - 1); 0 below 2 samples
-  double rtt_ms = 0;         // mean RTT
-  double min_rtt_ms = 0;     // 0 when there is no RTT sample
-  double age_s = 0;          // now - newest sample (W_c or RTT); 0 when there is none
-  double decay_factor = 1;   // 1 = no decay applied
+  double wc_segments = 0;   // mean W_c (after decay, if on)
+  double wc_stddev = 0;     // sample standard deviation of W_c (n - 1); 0 below 2 samples
+  double rtt_ms = 0;        // mean RTT
+  double min_rtt_ms = 0;    // 0 when there is no RTT sample
+  double age_s = 0;         // now - newest sample (W_c or RTT); 0 when there is none
+  double decay_factor = 1;  // 1 = no decay applied
   Verdict verdict = Verdict::kSlowStart;
 };
 
 // Fewer than `min_samples` W_c samples gives SLOW_START (min_samples 0 is treated as 1: an
 // empty window never yields an estimate).
-Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_samples = kDefaultMinSamples,
+Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns,
+                          uint32_t min_samples = kDefaultMinSamples,
                           const DecayOptions& decay = {});
 
-} // namespace spand
+}  // namespace spand

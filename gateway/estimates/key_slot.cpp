@@ -10,7 +10,8 @@ constexpr std::array<uint16_t, 256> make_crc16_table() {
   std::array<uint16_t, 256> t{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint16_t crc = uint16_t(i << 8);
-    for (int b = 0; b < 8; ++b) crc = (crc & 0x8000) ? uint16_t((crc << 1) ^ 0x1021) : uint16_t(crc << 1);
+    for (int b = 0; b < 8; ++b)
+      crc = (crc & 0x8000) ? uint16_t((crc << 1) ^ 0x1021) : uint16_t(crc << 1);
     t[i] = crc;
   }
   return t;
@@ -18,7 +19,7 @@ constexpr std::array<uint16_t, 256> make_crc16_table() {
 
 constexpr auto kCrc16Table = make_crc16_table();
 
-} // namespace
+}  // namespace
 
 uint16_t crc16_xmodem(std::string_view data) {
   uint16_t crc = 0;
@@ -35,6 +36,8 @@ std::string_view hash_tag(std::string_view key) {
   return key.substr(open + 1, close - open - 1);
 }
 
-uint16_t key_slot(std::string_view key) { return crc16_xmodem(hash_tag(key)) & (kClusterSlots - 1); }
+uint16_t key_slot(std::string_view key) {
+  return crc16_xmodem(hash_tag(key)) & (kClusterSlots - 1);
+}
 
-} // namespace spand
+}  // namespace spand

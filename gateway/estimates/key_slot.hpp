@@ -18,4 +18,4 @@ std::string_view hash_tag(std::string_view key);
 
 uint16_t key_slot(std::string_view key);
 
-} // namespace spand
+}  // namespace spand

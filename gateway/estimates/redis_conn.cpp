@@ -1,9 +1,9 @@
 #include "redis_conn.hpp"
 
 #include <hiredis/hiredis.h>
+#include <sys/time.h>
 
 #include <fstream>
-#include <sys/time.h>
 
 #include "sha1.hpp"
 
@@ -21,33 +21,33 @@ timeval to_timeval(uint32_t ms) {
 void copy_reply(const redisReply* r, RedisReply& out) {
   out = RedisReply{};
   switch (r->type) {
-  case REDIS_REPLY_STRING:
-    out.type = RedisReply::Type::kString;
-    out.str.assign(r->str, r->len);
-    break;
-  case REDIS_REPLY_STATUS:
-    out.type = RedisReply::Type::kStatus;
-    out.str.assign(r->str, r->len);
-    break;
-  case REDIS_REPLY_ERROR:
-    out.type = RedisReply::Type::kError;
-    out.str.assign(r->str, r->len);
-    break;
-  case REDIS_REPLY_INTEGER:
-    out.type = RedisReply::Type::kInteger;
-    out.integer = r->integer;
-    break;
-  case REDIS_REPLY_ARRAY:
-    out.type = RedisReply::Type::kArray;
-    out.elements.resize(r->elements);
-    for (size_t i = 0; i < r->elements; ++i) copy_reply(r->element[i], out.elements[i]);
-    break;
-  default:
-    out.type = RedisReply::Type::kNil;
+    case REDIS_REPLY_STRING:
+      out.type = RedisReply::Type::kString;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = RedisReply::Type::kStatus;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = RedisReply::Type::kError;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = RedisReply::Type::kInteger;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = RedisReply::Type::kArray;
+      out.elements.resize(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) copy_reply(r->element[i], out.elements[i]);
+      break;
+    default:
+      out.type = RedisReply::Type::kNil;
   }
 }
 
-} // namespace
+}  // namespace
 
 bool RedisReply::error_is(std::string_view code) const {
   if (type != Type::kError || str.size() < code.size()) return false;
@@ -114,7 +114,7 @@ bool parse_redis_url(std::string_view url, RedisEndpoint& ep, RedisAuth& auth, s
     size_t colon = cred.find(':');
     if (colon == std::string_view::npos) {
       auth.user.clear();
-      auth.password = std::string(cred); // redis://password@host, as redis-cli accepts
+      auth.password = std::string(cred);  // redis://password@host, as redis-cli accepts
     } else {
       auth.user = std::string(cred.substr(0, colon));
       auth.password = std::string(cred.substr(colon + 1));
@@ -146,7 +146,9 @@ bool read_password_file(const std::string& path, std::string& password, std::str
   return true;
 }
 
-RedisConn::~RedisConn() { close(); }
+RedisConn::~RedisConn() {
+  close();
+}
 
 void RedisConn::close() {
   if (ctx_) redisFree(ctx_);
@@ -158,7 +160,8 @@ void RedisConn::close() {
 bool RedisConn::connect(const RedisEndpoint& ep, const RedisConnOptions& opts, std::string& error) {
   close();
   ep_ = ep;
-  redisContext* c = redisConnectWithTimeout(ep.host.c_str(), ep.port, to_timeval(opts.connect_timeout_ms));
+  redisContext* c =
+      redisConnectWithTimeout(ep.host.c_str(), ep.port, to_timeval(opts.connect_timeout_ms));
   if (c == nullptr) {
     error = "redis " + ep.to_string() + ": cannot allocate context";
     return false;
@@ -222,7 +225,8 @@ bool RedisConn::read(RedisReply& out, std::string& error) {
   }
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK || raw == nullptr) {
-    error = "redis " + ep_.to_string() + ": " + (ctx_->errstr[0] ? ctx_->errstr : "connection lost");
+    error =
+        "redis " + ep_.to_string() + ": " + (ctx_->errstr[0] ? ctx_->errstr : "connection lost");
     close();
     return false;
   }
@@ -240,7 +244,9 @@ bool RedisConn::command(const RedisArgv& argv, RedisReply& out, std::string& err
   return read(out, error);
 }
 
-std::string script_sha1(std::string_view source) { return sha1_hex(source); }
+std::string script_sha1(std::string_view source) {
+  return sha1_hex(source);
+}
 
 RedisArgv evalsha_argv(const RedisScript& script, const RedisArgv& keys, const RedisArgv& args) {
   RedisArgv argv;
@@ -267,4 +273,4 @@ bool eval_script(RedisConn& conn, const RedisScript& script, const RedisArgv& ke
   return conn.command(argv, out, error);
 }
 
-} // namespace spand
+}  // namespace spand

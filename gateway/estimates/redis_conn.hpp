@@ -17,7 +17,7 @@ namespace spand {
 struct RedisReply {
   enum class Type : uint8_t { kNil, kString, kStatus, kInteger, kArray, kError };
   Type type = Type::kNil;
-  std::string str; // kString, kStatus, kError
+  std::string str;  // kString, kStatus, kError
   long long integer = 0;
   std::vector<RedisReply> elements;
 
@@ -34,13 +34,13 @@ struct RedisEndpoint {
 };
 
 struct RedisAuth {
-  std::string user;     // "" = AUTH password (requirepass or the default user)
-  std::string password; // "" = no AUTH
+  std::string user;      // "" = AUTH password (requirepass or the default user)
+  std::string password;  // "" = no AUTH
 };
 
 struct RedisConnOptions {
   uint32_t connect_timeout_ms = 200;
-  uint32_t command_timeout_ms = 1000; // per socket read or write, not per pipeline
+  uint32_t command_timeout_ms = 1000;  // per socket read or write, not per pipeline
   RedisAuth auth;
 };
 
@@ -82,7 +82,7 @@ class RedisConn {
   redisContext* ctx_ = nullptr;
   RedisEndpoint ep_;
   size_t appended_unsent_ = 0;
-  size_t unflushed_bytes_ = 0; // approximate size of hiredis's output buffer
+  size_t unflushed_bytes_ = 0;  // approximate size of hiredis's output buffer
   uint64_t round_trips_ = 0;
   uint64_t commands_sent_ = 0;
 };
@@ -90,7 +90,7 @@ class RedisConn {
 // A Lua script known by its text and SHA1 (computed once by SCRIPT LOAD on first use).
 struct RedisScript {
   std::string source;
-  std::string sha1; // hex; filled by load() or ensure_sha1()
+  std::string sha1;  // hex; filled by load() or ensure_sha1()
 };
 
 // SHA1 hex of the script text, as Redis computes it for EVALSHA.
@@ -104,4 +104,4 @@ bool eval_script(RedisConn& conn, const RedisScript& script, const RedisArgv& ke
 // Builds "EVALSHA sha numkeys keys... args...".
 RedisArgv evalsha_argv(const RedisScript& script, const RedisArgv& keys, const RedisArgv& args);
 
-} // namespace spand
+}  // namespace spand

@@ -29,7 +29,8 @@ struct Node {
 
 class NodeConnector {
  public:
-  explicit NodeConnector(const RedisConnOptions& opts) : opts_(opts), rng_(std::random_device{}()) {}
+  explicit NodeConnector(const RedisConnOptions& opts)
+      : opts_(opts), rng_(std::random_device{}()) {}
 
   void preload(const RedisScript* s) {
     if (std::find(scripts_.begin(), scripts_.end(), s) == scripts_.end()) scripts_.push_back(s);
@@ -40,8 +41,10 @@ class NodeConnector {
     if (n.conn.connected()) return true;
     auto now = SteadyClock::now();
     if (n.failures > 0 && now < n.retry_at) {
-      auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(n.retry_at - now).count();
-      error = "redis " + n.ep.to_string() + ": down, next reconnect in " + std::to_string(wait_ms) + " ms";
+      auto wait_ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(n.retry_at - now).count();
+      error = "redis " + n.ep.to_string() + ": down, next reconnect in " + std::to_string(wait_ms) +
+              " ms";
       return false;
     }
     if (!n.conn.connect(n.ep, opts_, error) || !load_scripts(n, error)) {
@@ -76,7 +79,8 @@ class NodeConnector {
     n.conn.close();
     ++n.failures;
     std::uniform_real_distribution<double> u(0.0, 1.0);
-    n.retry_at = SteadyClock::now() + std::chrono::milliseconds(reconnect_backoff_ms(n.failures, u(rng_)));
+    n.retry_at =
+        SteadyClock::now() + std::chrono::milliseconds(reconnect_backoff_ms(n.failures, u(rng_)));
   }
 
   uint64_t reconnects() const { return reconnects_; }
@@ -96,8 +100,9 @@ struct Outgoing {
 
 // Sends `batch` as one pipeline and reads the replies into replies[0..]. False on a transport
 // error; then `replies` holds the replies read before it.
-bool run_pipeline(RedisConn& c, const std::vector<RedisCommand>& cmds, const std::vector<Outgoing>& batch,
-                  std::vector<RedisReply>& replies, std::string& error) {
+bool run_pipeline(RedisConn& c, const std::vector<RedisCommand>& cmds,
+                  const std::vector<Outgoing>& batch, std::vector<RedisReply>& replies,
+                  std::string& error) {
   replies.clear();
   for (const Outgoing& o : batch) {
     if (o.asking) c.append({"ASKING"});
@@ -113,12 +118,15 @@ bool run_pipeline(RedisConn& c, const std::vector<RedisCommand>& cmds, const std
 }
 
 RedisNodeStats stats_of(const Node& n) {
-  return RedisNodeStats{n.ep.to_string(), n.conn.round_trips(), n.conn.commands_sent(), n.conn.connected()};
+  return RedisNodeStats{n.ep.to_string(), n.conn.round_trips(), n.conn.commands_sent(),
+                        n.conn.connected()};
 }
 
 class SingleNodeExecutor final : public RedisExecutor {
  public:
-  SingleNodeExecutor(const RedisEndpoint& ep, const RedisConnOptions& opts) : connector_(opts) { node_.ep = ep; }
+  SingleNodeExecutor(const RedisEndpoint& ep, const RedisConnOptions& opts) : connector_(opts) {
+    node_.ep = ep;
+  }
 
   void preload(const RedisScript* s) override { connector_.preload(s); }
 
@@ -220,7 +228,8 @@ class ClusterExecutor final : public RedisExecutor {
           continue;
         }
         if (failed_now[size_t(n)]) {
-          results[idx].error = "redis " + nodes_[size_t(n)].ep.to_string() + ": failed in this batch";
+          results[idx].error =
+              "redis " + nodes_[size_t(n)].ep.to_string() + ": failed in this batch";
           continue;
         }
         by_node[size_t(n)].push_back({idx, ask_node[idx] >= 0});
@@ -273,7 +282,7 @@ class ClusterExecutor final : public RedisExecutor {
             results[idx].error = r.str;
             retry.push_back(idx);
           } else if (r.error_is("TRYAGAIN")) {
-            results[idx].error = r.str; // multi-key command during resharding
+            results[idx].error = r.str;  // multi-key command during resharding
             retry.push_back(idx);
           } else if (r.error_is("NOSCRIPT") && cmds[idx].script) {
             reload = true;
@@ -348,7 +357,8 @@ class ClusterExecutor final : public RedisExecutor {
         mep.host = master.elements[0].str.empty() ? ep.host : master.elements[0].str;
         mep.port = uint16_t(master.elements[1].integer);
         int idx = int(node_index(mep));
-        for (long long s = std::max(0LL, lo); s <= hi && s < kClusterSlots; ++s) fresh[size_t(s)] = idx;
+        for (long long s = std::max(0LL, lo); s <= hi && s < kClusterSlots; ++s)
+          fresh[size_t(s)] = idx;
       }
       slots_ = fresh;
       have_map_ = true;
@@ -359,14 +369,14 @@ class ClusterExecutor final : public RedisExecutor {
 
   NodeConnector connector_;
   std::vector<RedisEndpoint> seeds_;
-  std::deque<Node> nodes_; // only appended: references stay valid (RedisConn cannot move)
+  std::deque<Node> nodes_;  // only appended: references stay valid (RedisConn cannot move)
   std::array<int, kClusterSlots> slots_;
   bool have_map_ = false;
   uint64_t refreshes_ = 0;
   uint64_t redirects_ = 0;
 };
 
-} // namespace
+}  // namespace
 
 uint32_t reconnect_backoff_ms(uint32_t failures, double rand01) {
   uint64_t d = kBackoffFirstMs;
@@ -375,7 +385,8 @@ uint32_t reconnect_backoff_ms(uint32_t failures, double rand01) {
   return uint32_t(d / 2 + uint64_t(double(d / 2) * std::clamp(rand01, 0.0, 1.0)));
 }
 
-std::unique_ptr<RedisExecutor> make_single_node_executor(const RedisEndpoint& ep, const RedisConnOptions& opts) {
+std::unique_ptr<RedisExecutor> make_single_node_executor(const RedisEndpoint& ep,
+                                                         const RedisConnOptions& opts) {
   return std::make_unique<SingleNodeExecutor>(ep, opts);
 }
 
@@ -384,4 +395,4 @@ std::unique_ptr<RedisExecutor> make_cluster_executor(const std::vector<RedisEndp
   return std::make_unique<ClusterExecutor>(seeds, opts);
 }
 
-} // namespace spand
+}  // namespace spand

@@ -14,14 +14,14 @@ namespace spand {
 
 struct RedisCommand {
   RedisArgv argv;
-  std::string route_key;               // the key whose slot picks the cluster node
-  const RedisScript* script = nullptr; // set for EVALSHA: SCRIPT LOAD and retry on NOSCRIPT
+  std::string route_key;                // the key whose slot picks the cluster node
+  const RedisScript* script = nullptr;  // set for EVALSHA: SCRIPT LOAD and retry on NOSCRIPT
 };
 
 struct RedisResult {
-  bool delivered = false; // a reply came back (it may itself be an error reply)
+  bool delivered = false;  // a reply came back (it may itself be an error reply)
   RedisReply reply;
-  std::string error;      // why no reply: connection, timeout, no node for the slot, backoff
+  std::string error;  // why no reply: connection, timeout, no node for the slot, backoff
 };
 
 struct RedisNodeStats {
@@ -42,13 +42,14 @@ class RedisExecutor {
   virtual void preload(const RedisScript* script) = 0;
   // results[i] answers cmds[i]. Commands for a node that is down (and still inside its backoff)
   // fail at once without touching the network.
-  virtual void execute(const std::vector<RedisCommand>& cmds, std::vector<RedisResult>& results) = 0;
+  virtual void execute(const std::vector<RedisCommand>& cmds,
+                       std::vector<RedisResult>& results) = 0;
   virtual std::vector<RedisNodeStats> node_stats() const = 0;
   // Connections re-established after a failure (first connections are not counted).
   virtual uint64_t reconnects() const = 0;
   // Slot map refreshes (cluster only).
   virtual uint64_t slot_refreshes() const { return 0; }
-  virtual uint64_t redirects() const { return 0; } // MOVED + ASK replies followed
+  virtual uint64_t redirects() const { return 0; }  // MOVED + ASK replies followed
 };
 
 std::unique_ptr<RedisExecutor> make_single_node_executor(const RedisEndpoint& ep,
@@ -56,4 +57,4 @@ std::unique_ptr<RedisExecutor> make_single_node_executor(const RedisEndpoint& ep
 std::unique_ptr<RedisExecutor> make_cluster_executor(const std::vector<RedisEndpoint>& seeds,
                                                      const RedisConnOptions& opts);
 
-} // namespace spand
+}  // namespace spand

@@ -8,7 +8,9 @@
 
 namespace spand {
 
-std::string window_key(const Prefix& prefix) { return "spand:{" + prefix.to_string() + "}:w"; }
+std::string window_key(const Prefix& prefix) {
+  return "spand:{" + prefix.to_string() + "}:w";
+}
 
 bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, uint64_t* agent_n) {
   // strtod/strtoull need a terminated string; a value is at most ~150 bytes.
@@ -22,7 +24,7 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
   for (size_t i = 0; i < kBucketValueFields; ++i) {
     char* end = nullptr;
     if (i == 6) {
-      newest = std::strtoull(cur, &end, 10); // nanoseconds do not fit a double exactly
+      newest = std::strtoull(cur, &end, 10);  // nanoseconds do not fit a double exactly
       v[i] = 0;
     } else {
       v[i] = std::strtod(cur, &end);
@@ -44,7 +46,9 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
   return true;
 }
 
-std::string activity_key(uint64_t bucket_start_s) { return "spand:{g}:act:" + std::to_string(bucket_start_s); }
+std::string activity_key(uint64_t bucket_start_s) {
+  return "spand:{g}:act:" + std::to_string(bucket_start_s);
+}
 
 std::vector<uint64_t> window_buckets(uint64_t now_ns, uint32_t window_s, uint32_t bucket_s) {
   std::vector<uint64_t> out;
@@ -101,7 +105,7 @@ RedisScript make(std::string src) {
 constexpr const char* kLuaGreater =
     "local function gt(a, b) return #a > #b or (#a == #b and a > b) end\n";
 
-} // namespace
+}  // namespace
 
 // KEYS[1] window key. ARGV: writer id, seq, bucket_start_s, wc_n, wc_sum, wc_sumsq, rtt_n,
 // rtt_sum_us, rtt_min_us, newest_ts_ns, origin ('gw' or 'agent'), origin samples, ttl_s.
@@ -202,4 +206,4 @@ return r
   return s;
 }
 
-} // namespace spand
+}  // namespace spand

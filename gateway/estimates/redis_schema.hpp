@@ -18,7 +18,9 @@ namespace spand {
 // the writer's last applied sequence number on that bucket.
 std::string window_key(const Prefix& prefix);
 // The bucket's field name in window_key: its start in seconds, decimal.
-inline std::string bucket_field(uint64_t bucket_start_s) { return std::to_string(bucket_start_s); }
+inline std::string bucket_field(uint64_t bucket_start_s) {
+  return std::to_string(bucket_start_s);
+}
 
 // A bucket field holds space-separated decimals: wc_n wc_sum wc_sumsq rtt_n rtt_sum_us rtt_min_us
 // newest_ts_ns gw_n agent_n created_s (rtt_min_us is meaningful only when rtt_n > 0; created_s is
@@ -57,4 +59,4 @@ const RedisScript& write_bucket_script();
 const RedisScript& add_activity_script();
 const RedisScript& top_script();
 
-} // namespace spand
+}  // namespace spand

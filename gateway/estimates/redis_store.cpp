@@ -18,7 +18,9 @@ std::string random_writer_id() {
   return buf;
 }
 
-double to_double(const RedisReply& r) { return r.str.empty() ? 0.0 : std::strtod(r.str.c_str(), nullptr); }
+double to_double(const RedisReply& r) {
+  return r.str.empty() ? 0.0 : std::strtod(r.str.c_str(), nullptr);
+}
 
 // An HMGET of the window's bucket fields (nil for buckets without samples) into an Accumulator.
 bool parse_window_reply(const RedisReply& r, Accumulator& out, std::string& error) {
@@ -41,9 +43,10 @@ bool parse_window_reply(const RedisReply& r, Accumulator& out, std::string& erro
   return true;
 }
 
-} // namespace
+}  // namespace
 
-bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out, std::string& error) {
+bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out,
+                              std::string& error) {
   out = RedisStoreOptions{};
   out.window.window_s = opts.window_s;
   out.window.bucket_s = opts.bucket_s;
@@ -51,7 +54,8 @@ bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out
     error = "bucket and window must be at least one second";
     return false;
   }
-  if (!opts.redis_url.empty() && !parse_redis_url(opts.redis_url, out.endpoint, out.conn.auth, error))
+  if (!opts.redis_url.empty() &&
+      !parse_redis_url(opts.redis_url, out.endpoint, out.conn.auth, error))
     return false;
   for (const std::string& s : opts.redis_cluster_seeds) {
     RedisEndpoint ep;
@@ -65,7 +69,8 @@ bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out
 }
 
 RedisStore::RedisStore(const RedisStoreOptions& opts)
-    : opts_(opts), ttl_s_(opts.key_ttl_s ? opts.key_ttl_s : opts.window.window_s + opts.window.bucket_s),
+    : opts_(opts),
+      ttl_s_(opts.key_ttl_s ? opts.key_ttl_s : opts.window.window_s + opts.window.bucket_s),
       writer_id_(random_writer_id()) {
   exec_ = opts.cluster_seeds.empty() ? make_single_node_executor(opts.endpoint, opts.conn)
                                      : make_cluster_executor(opts.cluster_seeds, opts.conn);
@@ -80,18 +85,19 @@ RedisCommand RedisStore::write_command(const PendingUpdate& u) const {
   RedisCommand c;
   c.route_key = window_key(b.prefix);
   c.script = &write_bucket_script();
-  c.argv = evalsha_argv(*c.script, {c.route_key},
-                        {writer_id_, std::to_string(u.seq), bucket_field(b.bucket_start_s),
-                         std::to_string(a.wc_count), format_double(a.wc_sum), format_double(a.wc_sumsq),
-                         std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
-                         std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
-                         b.origin == SampleOrigin::kAgent ? "agent" : "gw",
-                         std::to_string(a.wc_count + a.rtt_count), std::to_string(ttl_s_)});
+  c.argv =
+      evalsha_argv(*c.script, {c.route_key},
+                   {writer_id_, std::to_string(u.seq), bucket_field(b.bucket_start_s),
+                    std::to_string(a.wc_count), format_double(a.wc_sum), format_double(a.wc_sumsq),
+                    std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
+                    std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
+                    b.origin == SampleOrigin::kAgent ? "agent" : "gw",
+                    std::to_string(a.wc_count + a.rtt_count), std::to_string(ttl_s_)});
   return c;
 }
 
-void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds, const ActivityMap& activity,
-                                          uint64_t clock_ns) {
+void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds,
+                                          const ActivityMap& activity, uint64_t clock_ns) {
   const RedisScript& s = add_activity_script();
   bool clock_sent = false;
   std::string clock = std::to_string(clock_ns);
@@ -122,8 +128,8 @@ void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds, const
   }
 }
 
-bool RedisStore::write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns, std::vector<uint8_t>& applied,
-                               std::string& error) {
+bool RedisStore::write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns,
+                               std::vector<uint8_t>& applied, std::string& error) {
   std::lock_guard lock(mu_);
   applied.assign(updates.size(), 0);
   std::vector<RedisCommand> cmds;
@@ -172,7 +178,8 @@ bool RedisStore::write_updates(std::vector<PendingUpdate>& updates, uint64_t clo
     clock_pending_ns_ = std::max(clock_pending_ns_, clock);
   }
   if (failed) {
-    error = std::to_string(failed) + " of " + std::to_string(updates.size()) + " updates not written: " + first_error;
+    error = std::to_string(failed) + " of " + std::to_string(updates.size()) +
+            " updates not written: " + first_error;
     return false;
   }
   if (!activity_ok) {
@@ -214,13 +221,16 @@ void RedisStore::read_windows(std::vector<WindowRead>& reads) {
     WindowRead& r = reads[i];
     r.error.clear();
     r.ok = false;
-    if (!results[i].delivered) r.error = results[i].error;
-    else r.ok = parse_window_reply(results[i].reply, r.acc, r.error);
+    if (!results[i].delivered)
+      r.error = results[i].error;
+    else
+      r.ok = parse_window_reply(results[i].reply, r.acc, r.error);
   }
 }
 
-bool RedisStore::read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns, std::vector<Accumulator>& out,
-                              std::vector<uint8_t>& ok, std::string& error) {
+bool RedisStore::read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns,
+                              std::vector<Accumulator>& out, std::vector<uint8_t>& ok,
+                              std::string& error) {
   std::vector<WindowRead> reads(prefixes.size());
   for (size_t i = 0; i < prefixes.size(); ++i) {
     reads[i].prefix = prefixes[i];
@@ -241,7 +251,8 @@ bool RedisStore::read_windows(const std::vector<Prefix>& prefixes, uint64_t now_
   return all;
 }
 
-bool RedisStore::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out, std::string& error) {
+bool RedisStore::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
+                             std::string& error) {
   std::vector<Accumulator> accs;
   std::vector<uint8_t> ok;
   bool r = read_windows({prefix}, now_ns, accs, ok, error);
@@ -249,11 +260,13 @@ bool RedisStore::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator&
   return r;
 }
 
-bool RedisStore::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out, std::string& error) {
+bool RedisStore::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
+                              std::string& error) {
   out.clear();
   if (limit == 0) return true;
   RedisArgv keys;
-  for (uint64_t b : window_buckets(now_ns, opts_.window.window_s, opts_.window.bucket_s)) keys.push_back(activity_key(b));
+  for (uint64_t b : window_buckets(now_ns, opts_.window.window_s, opts_.window.bucket_s))
+    keys.push_back(activity_key(b));
   if (keys.empty()) return true;
   keys.push_back(kTopScratchKey);
   RedisCommand c;
@@ -272,7 +285,7 @@ bool RedisStore::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixA
   const auto& e = results[0].reply.elements;
   for (size_t i = 0; i + 1 < e.size(); i += 2) {
     PrefixActivity a;
-    if (!parse_cidr(e[i].str, a.prefix)) continue; // not written by spand
+    if (!parse_cidr(e[i].str, a.prefix)) continue;  // not written by spand
     a.samples = uint64_t(to_double(e[i + 1]));
     out.push_back(a);
   }
@@ -292,7 +305,9 @@ bool RedisStore::read_clock(uint64_t& now_ns, std::string& error) {
     error = results[0].delivered ? results[0].reply.str : results[0].error;
     return false;
   }
-  now_ns = results[0].reply.type == RedisReply::Type::kString ? std::strtoull(results[0].reply.str.c_str(), nullptr, 10) : 0;
+  now_ns = results[0].reply.type == RedisReply::Type::kString
+               ? std::strtoull(results[0].reply.str.c_str(), nullptr, 10)
+               : 0;
   return true;
 }
 
@@ -313,4 +328,4 @@ RedisStoreStats RedisStore::stats() const {
   return s;
 }
 
-} // namespace spand
+}  // namespace spand

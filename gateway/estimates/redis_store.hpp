@@ -17,17 +17,18 @@
 namespace spand {
 
 struct RedisStoreOptions {
-  RedisEndpoint endpoint;                  // single node (used when cluster_seeds is empty)
-  std::vector<RedisEndpoint> cluster_seeds; // non-empty = Redis Cluster
+  RedisEndpoint endpoint;                    // single node (used when cluster_seeds is empty)
+  std::vector<RedisEndpoint> cluster_seeds;  // non-empty = Redis Cluster
   RedisConnOptions conn;
   WindowOptions window;
-  uint32_t key_ttl_s = 0;                  // 0 = window_s + bucket_s (wall-clock expiry)
-  uint32_t activity_chunk = 10'000;        // prefixes per activity script call (bounds its run time)
+  uint32_t key_ttl_s = 0;            // 0 = window_s + bucket_s (wall-clock expiry)
+  uint32_t activity_chunk = 10'000;  // prefixes per activity script call (bounds its run time)
 };
 
 // Fills store options from the gateway's options: redis_url or redis_cluster_seeds, the password
 // file, window and bucket. False with `error` on a malformed URL or an unreadable file.
-bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out, std::string& error);
+bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out,
+                              std::string& error);
 
 // A bucket update as the writer hands it over: `seq` (assigned by the store on the first try,
 // kept across retries) makes a retry after a lost reply harmless.
@@ -52,14 +53,14 @@ class UpdateSink {
 struct WindowRead {
   Prefix prefix;
   uint64_t now_ns = 0;
-  Accumulator acc;     // out
-  bool ok = false;     // out
-  std::string error;   // out, when !ok
+  Accumulator acc;    // out
+  bool ok = false;    // out
+  std::string error;  // out, when !ok
 };
 
 struct RedisStoreStats {
-  uint64_t duplicates_skipped = 0; // updates a retry found already applied
-  uint64_t activity_errors = 0;    // activity/clock writes that failed (retried next flush)
+  uint64_t duplicates_skipped = 0;  // updates a retry found already applied
+  uint64_t activity_errors = 0;     // activity/clock writes that failed (retried next flush)
   uint64_t reconnects = 0;
   uint64_t slot_refreshes = 0;
   uint64_t redirects = 0;
@@ -73,17 +74,18 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   explicit RedisStore(const RedisStoreOptions& opts);
 
   bool write(const std::vector<BucketUpdate>& updates, std::string& error) override;
-  bool read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out, std::string& error) override;
+  bool read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
+                   std::string& error) override;
   bool top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
                     std::string& error) override;
 
-  bool write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns, std::vector<uint8_t>& applied,
-                     std::string& error) override;
+  bool write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns,
+                     std::vector<uint8_t>& applied, std::string& error) override;
   uint64_t reconnects() const override;
 
   // Many prefixes, one round trip per node. ok[i] = 0 where that prefix's read failed.
-  bool read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns, std::vector<Accumulator>& out,
-                    std::vector<uint8_t>& ok, std::string& error);
+  bool read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns,
+                    std::vector<Accumulator>& out, std::vector<uint8_t>& ok, std::string& error);
   // Many reads, each with its own window end: one HMGET each, one round trip per node.
   void read_windows(std::vector<WindowRead>& reads);
   // The newest capture time written by any gateway (0 if none yet).
@@ -96,11 +98,12 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   RedisCommand write_command(const PendingUpdate& u) const;
   RedisCommand read_command(const Prefix& prefix, uint64_t now_ns) const;
   using ActivityMap = std::map<uint64_t, std::unordered_map<std::string, uint64_t>>;
-  void append_activity_commands(std::vector<RedisCommand>& cmds, const ActivityMap& activity, uint64_t clock_ns);
+  void append_activity_commands(std::vector<RedisCommand>& cmds, const ActivityMap& activity,
+                                uint64_t clock_ns);
 
   RedisStoreOptions opts_;
   uint32_t ttl_s_;
-  std::string writer_id_; // random per process: names this writer in the exactly-once check
+  std::string writer_id_;  // random per process: names this writer in the exactly-once check
   mutable std::mutex mu_;
   std::unique_ptr<RedisExecutor> exec_;
   uint64_t next_seq_ = 1;
@@ -112,4 +115,4 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   uint64_t activity_errors_ = 0;
 };
 
-} // namespace spand
+}  // namespace spand

@@ -11,7 +11,8 @@ SampleWriterOptions writer_options_from(const ControlOptions& opts) {
   return w;
 }
 
-SampleWriter::SampleWriter(UpdateSink& sink, const SampleWriterOptions& opts) : sink_(sink), opts_(opts) {
+SampleWriter::SampleWriter(UpdateSink& sink, const SampleWriterOptions& opts)
+    : sink_(sink), opts_(opts) {
   if (opts_.bucket_s == 0) opts_.bucket_s = 10;
   if (opts_.background) thread_ = std::thread([this] { run(); });
 }
@@ -73,8 +74,10 @@ void SampleWriter::tick(uint64_t capture_now_ns, Clock::time_point wall_now) {
   if (wall_now - last_handover_ < std::chrono::milliseconds(opts_.flush_interval_ms)) return;
   last_handover_ = wall_now;
   hand_over(capture_now_ns);
-  if (opts_.background) cv_.notify_one();
-  else flush_once();
+  if (opts_.background)
+    cv_.notify_one();
+  else
+    flush_once();
 }
 
 void SampleWriter::flush_once() {
@@ -93,7 +96,8 @@ void SampleWriter::flush_once() {
   }
   drop_oldest_beyond_bound(backlog_);
 
-  std::vector<PendingUpdate> batch(std::make_move_iterator(backlog_.begin()), std::make_move_iterator(backlog_.end()));
+  std::vector<PendingUpdate> batch(std::make_move_iterator(backlog_.begin()),
+                                   std::make_move_iterator(backlog_.end()));
   backlog_.clear();
   std::vector<uint8_t> applied;
   std::string error;
@@ -103,8 +107,10 @@ void SampleWriter::flush_once() {
 
   uint64_t written = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (i < applied.size() && applied[i]) ++written;
-    else backlog_.push_back(std::move(batch[i])); // keeps its seq: a retry is exactly-once
+    if (i < applied.size() && applied[i])
+      ++written;
+    else
+      backlog_.push_back(std::move(batch[i]));  // keeps its seq: a retry is exactly-once
   }
   written_.fetch_add(written, std::memory_order_relaxed);
   backlog_gauge_.store(backlog_.size(), std::memory_order_relaxed);
@@ -168,4 +174,4 @@ WriterStats SampleWriter::stats() const {
   return s;
 }
 
-} // namespace spand
+}  // namespace spand

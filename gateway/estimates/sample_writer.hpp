@@ -34,12 +34,12 @@ SampleWriterOptions writer_options_from(const ControlOptions& opts);
 
 struct WriterStats {
   uint64_t samples_added = 0;
-  uint64_t flushes_total = 0;         // flushes that sent at least one update
-  uint64_t flush_errors_total = 0;    // flushes where some update was not written
+  uint64_t flushes_total = 0;       // flushes that sent at least one update
+  uint64_t flush_errors_total = 0;  // flushes where some update was not written
   uint64_t updates_written_total = 0;
-  uint64_t backlog_updates = 0;       // gauge: updates waiting for a successful write
-  uint64_t backlog_dropped_total = 0; // updates dropped because the backlog was full
-  uint64_t samples_dropped_total = 0; // samples inside those updates
+  uint64_t backlog_updates = 0;        // gauge: updates waiting for a successful write
+  uint64_t backlog_dropped_total = 0;  // updates dropped because the backlog was full
+  uint64_t samples_dropped_total = 0;  // samples inside those updates
   uint64_t redis_reconnects_total = 0;
   double last_flush_latency_s = 0;
 };
@@ -51,7 +51,7 @@ class SampleWriter {
   using FlushObserver = std::function<void(double latency_s, bool ok)>;
 
   SampleWriter(UpdateSink& sink, const SampleWriterOptions& opts);
-  ~SampleWriter(); // stops the flush thread; pending samples not yet flushed are lost (see finish)
+  ~SampleWriter();  // stops the flush thread; pending samples not yet flushed are lost (see finish)
 
   // Control thread. kNewConnection samples are ignored.
   void add(const Sample& s);
@@ -75,12 +75,13 @@ class SampleWriter {
   };
   struct KeyHash {
     size_t operator()(const Key& k) const noexcept {
-      return PrefixHash{}(k.prefix) * 31 + std::hash<uint64_t>{}(k.bucket_start_s) * 7 + size_t(k.origin);
+      return PrefixHash{}(k.prefix) * 31 + std::hash<uint64_t>{}(k.bucket_start_s) * 7 +
+             size_t(k.origin);
     }
   };
 
   void hand_over(uint64_t capture_now_ns);
-  void flush_once(); // flush thread (or inline): backlog + handed-over updates -> sink
+  void flush_once();  // flush thread (or inline): backlog + handed-over updates -> sink
   void run();
   void drop_oldest_beyond_bound(std::deque<PendingUpdate>& q);
 
@@ -101,16 +102,16 @@ class SampleWriter {
   bool flush_requested_ = false;
   bool stop_ = false;
   bool flushing_ = false;
-  uint64_t flush_generation_ = 0; // completed flushes, for finish()
-  uint64_t finish_target_ = 0;    // finish() keeps flushes coming until this generation
+  uint64_t flush_generation_ = 0;  // completed flushes, for finish()
+  uint64_t finish_target_ = 0;     // finish() keeps flushes coming until this generation
 
   // Flush thread only.
   std::deque<PendingUpdate> backlog_;
 
-  std::atomic<uint64_t> samples_added_{0}, flushes_{0}, flush_errors_{0}, written_{0}, backlog_gauge_{0},
-      dropped_{0}, samples_dropped_{0};
+  std::atomic<uint64_t> samples_added_{0}, flushes_{0}, flush_errors_{0}, written_{0},
+      backlog_gauge_{0}, dropped_{0}, samples_dropped_{0};
   std::atomic<double> last_latency_s_{0};
   std::thread thread_;
 };
 
-} // namespace spand
+}  // namespace spand

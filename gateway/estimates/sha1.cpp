@@ -9,7 +9,9 @@ namespace spand {
 
 namespace {
 
-uint32_t rotl(uint32_t x, int n) { return (x << n) | (x >> (32 - n)); }
+uint32_t rotl(uint32_t x, int n) {
+  return (x << n) | (x >> (32 - n));
+}
 
 void block(std::array<uint32_t, 5>& h, const uint8_t* p) {
   uint32_t w[80];
@@ -47,7 +49,7 @@ void block(std::array<uint32_t, 5>& h, const uint8_t* p) {
   h[4] += e;
 }
 
-} // namespace
+}  // namespace
 
 std::string sha1_hex(std::string_view data) {
   std::array<uint32_t, 5> h = {0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0};
@@ -62,4 +64,4 @@ std::string sha1_hex(std::string_view data) {
   return std::string(out, 40);
 }
 
-} // namespace spand
+}  // namespace spand

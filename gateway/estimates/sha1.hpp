@@ -8,4 +8,4 @@ namespace spand {
 
 std::string sha1_hex(std::string_view data);
 
-} // namespace spand
+}  // namespace spand

@@ -20,8 +20,8 @@ class Clock {
 };
 
 struct WindowOptions {
-  uint32_t window_s = 300;      // S, the sliding window
-  uint32_t bucket_s = 10;       // width of one time bucket
+  uint32_t window_s = 300;  // S, the sliding window
+  uint32_t bucket_s = 10;   // width of one time bucket
 };
 
 // One prefix's sums over a time bucket, ready to be added into Redis.
@@ -51,4 +51,4 @@ class EstimateStore {
                             std::string& error) = 0;
 };
 
-} // namespace spand
+}  // namespace spand

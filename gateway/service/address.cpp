@@ -7,7 +7,7 @@
 namespace spand {
 namespace {
 
-constexpr size_t kMaxAddressChars = 64; // longest IPv6 text with a /128 is 43 characters
+constexpr size_t kMaxAddressChars = 64;  // longest IPv6 text with a /128 is 43 characters
 
 bool parse_ip(const std::string& text, IpAddr& out) {
   uint8_t buf[16];
@@ -62,17 +62,16 @@ bool split(std::string_view text, const PrefixConfig& cfg, IpAddr& addr, int& le
   }
   if (len >= 0 && len < store_len) {
     error = "prefix length /" + std::to_string(len) + " is wider than the store's /" +
-            std::to_string(store_len) + " (estimates are kept per /" +
-            std::to_string(store_len) + ")";
+            std::to_string(store_len) + " (estimates are kept per /" + std::to_string(store_len) +
+            ")";
     return false;
   }
   return true;
 }
 
-} // namespace
+}  // namespace
 
-bool parse_target(std::string_view text, const PrefixConfig& cfg, Prefix& out,
-                  std::string& error) {
+bool parse_target(std::string_view text, const PrefixConfig& cfg, Prefix& out, std::string& error) {
   IpAddr addr;
   int len = -1;
   if (!split(text, cfg, addr, len, error)) return false;
@@ -86,4 +85,4 @@ bool parse_client_address(std::string_view text, const PrefixConfig& cfg, IpAddr
   return split(text, cfg, out, len, error);
 }
 
-} // namespace spand
+}  // namespace spand

@@ -13,11 +13,10 @@ namespace spand {
 // or longer than the configured length maps to the enclosing configured prefix; a shorter one
 // (wider network) is rejected, since the store keeps nothing coarser than the configured
 // length. False + a message for the client on any error.
-bool parse_target(std::string_view text, const PrefixConfig& cfg, Prefix& out,
-                  std::string& error);
+bool parse_target(std::string_view text, const PrefixConfig& cfg, Prefix& out, std::string& error);
 
 // The bare address (no length) of `text`, for Report samples; same syntax as parse_target.
 bool parse_client_address(std::string_view text, const PrefixConfig& cfg, IpAddr& out,
                           std::string& error);
 
-} // namespace spand
+}  // namespace spand

@@ -14,7 +14,9 @@ namespace spand {
 namespace {
 
 std::atomic<bool> g_stop{false};
-void on_stop_signal(int) { g_stop = true; }
+void on_stop_signal(int) {
+  g_stop = true;
+}
 
 class GatewayControlPlane final : public ControlPlane {
  public:
@@ -70,7 +72,7 @@ class GatewayControlPlane final : public ControlPlane {
   std::unique_ptr<ServiceStack> stack_;
 };
 
-} // namespace
+}  // namespace
 
 std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error) {
   auto cp = std::make_unique<GatewayControlPlane>();
@@ -78,4 +80,4 @@ std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std
   return cp;
 }
 
-} // namespace spand
+}  // namespace spand

@@ -64,8 +64,8 @@ grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::strin
   if (out.verdict() == v1::USE_ESTIMATE) {
     // W_c is a mean; the integer window below it keeps cwnd_opt <= the measured mean.
     const double wc_floor = std::floor(out.wc_segments());
-    const uint32_t wc = wc_floor >= double(SPAND_WC_MAX_SEGMENTS) ? SPAND_WC_MAX_SEGMENTS
-                                                                  : uint32_t(wc_floor);
+    const uint32_t wc =
+        wc_floor >= double(SPAND_WC_MAX_SEGMENTS) ? SPAND_WC_MAX_SEGMENTS : uint32_t(wc_floor);
     spand_cwnd_result r{};
     const uint64_t segments = spand_segments_for_bytes(req.transfer_bytes(), mss);
     const int rc = spand_cwnd_opt(wc, segments, b, SPAND_LOSS_FREE, 1, &r);
@@ -76,8 +76,8 @@ grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::strin
     }
   }
   out.set_cwnd_opt(cwnd);
-  out.set_pacing_rate_bps(out.rtt_samples() ? spand_pacing_rate_bps(cwnd, mss, out.rtt_ms() * 1000.0)
-                                            : 0);
+  out.set_pacing_rate_bps(
+      out.rtt_samples() ? spand_pacing_rate_bps(cwnd, mss, out.rtt_ms() * 1000.0) : 0);
   return grpc::Status::OK;
 }
 
@@ -99,12 +99,11 @@ grpc::Status EstimatesCore::get(const v1::GetRequest& req, v1::Estimate& out) {
   return get_one(req, out, "");
 }
 
-grpc::Status EstimatesCore::batch_get(const v1::BatchGetRequest& req,
-                                      v1::BatchGetResponse& out) {
+grpc::Status EstimatesCore::batch_get(const v1::BatchGetRequest& req, v1::BatchGetResponse& out) {
   if (size_t(req.requests_size()) > kMaxBatch) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            "batch of " + std::to_string(req.requests_size()) + " requests exceeds the limit of " +
-                std::to_string(kMaxBatch)};
+    return {grpc::StatusCode::INVALID_ARGUMENT, "batch of " + std::to_string(req.requests_size()) +
+                                                    " requests exceeds the limit of " +
+                                                    std::to_string(kMaxBatch)};
   }
   // Validate every address before any store round trip, so a bad batch costs nothing.
   for (int i = 0; i < req.requests_size(); ++i) {
@@ -181,4 +180,4 @@ bool EstimatesCore::report(const v1::ReportSample& msg, v1::ReportSummary& summa
   return true;
 }
 
-} // namespace spand
+}  // namespace spand

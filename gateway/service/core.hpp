@@ -21,11 +21,11 @@ namespace spand {
 
 struct CoreOptions {
   PrefixConfig prefix;
-  uint32_t min_samples = kDefaultMinSamples; // fewer W_c samples in the window: SLOW_START
-  DecayOptions decay;              // off by default (estimates/estimate.hpp)
+  uint32_t min_samples = kDefaultMinSamples;  // fewer W_c samples in the window: SLOW_START
+  DecayOptions decay;                         // off by default (estimates/estimate.hpp)
   uint32_t default_mss_bytes = 1460;
-  uint32_t default_acked_per_ack = 1; // b; 2 for receivers with delayed ACKs
-  uint64_t cache_ttl_ms = 1000;    // 0 disables the cache
+  uint32_t default_acked_per_ack = 1;  // b; 2 for receivers with delayed ACKs
+  uint64_t cache_ttl_ms = 1000;        // 0 disables the cache
   size_t cache_max_entries = 100'000;
 };
 
@@ -92,4 +92,4 @@ class EstimatesCore {
   std::atomic<uint64_t> cache_hits_{0};
 };
 
-} // namespace spand
+}  // namespace spand

@@ -22,12 +22,11 @@ void EstimateCache::put(const Prefix& p, uint64_t steady_now_ns, const Accumulat
   Shard& s = shard_for(p);
   std::lock_guard lock(s.mu);
   if (s.map.size() >= max_per_shard_ && !s.map.contains(p)) {
-    std::erase_if(s.map, [&](const auto& kv) {
-      return steady_now_ns - kv.second.stored_ns >= ttl_ns_;
-    });
+    std::erase_if(s.map,
+                  [&](const auto& kv) { return steady_now_ns - kv.second.stored_ns >= ttl_ns_; });
     if (s.map.size() >= max_per_shard_) s.map.clear();
   }
   s.map.insert_or_assign(p, Entry{steady_now_ns, acc});
 }
 
-} // namespace spand
+}  // namespace spand

@@ -24,7 +24,7 @@ class EstimateCache {
   bool enabled() const { return ttl_ns_ != 0; }
 
  private:
-  static constexpr size_t kShards = 16; // lock striping for the gRPC thread pool
+  static constexpr size_t kShards = 16;  // lock striping for the gRPC thread pool
   struct Entry {
     uint64_t stored_ns;
     Accumulator acc;
@@ -40,4 +40,4 @@ class EstimateCache {
   std::array<Shard, kShards> shards_;
 };
 
-} // namespace spand
+}  // namespace spand

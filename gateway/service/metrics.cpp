@@ -4,25 +4,31 @@ namespace spand {
 namespace {
 
 const char* const kCodeNames[] = {
-    "OK",      "CANCELLED",          "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
-    "NOT_FOUND", "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-    "ABORTED", "OUT_OF_RANGE",       "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
     "DATA_LOSS", "UNAUTHENTICATED"};
 
 void advance(prometheus::Counter* c, uint64_t now, uint64_t before) {
   if (now > before) c->Increment(double(now - before));
 }
 
-} // namespace
+}  // namespace
 
 const char* rpc_method_name(RpcMethod m) {
   switch (m) {
-    case RpcMethod::kGet: return "Get";
-    case RpcMethod::kBatchGet: return "BatchGet";
-    case RpcMethod::kWatch: return "Watch";
-    case RpcMethod::kReport: return "Report";
-    case RpcMethod::kTop: return "Top";
-    case RpcMethod::kCount: break;
+    case RpcMethod::kGet:
+      return "Get";
+    case RpcMethod::kBatchGet:
+      return "BatchGet";
+    case RpcMethod::kWatch:
+      return "Watch";
+    case RpcMethod::kReport:
+      return "Report";
+    case RpcMethod::kTop:
+      return "Top";
+    case RpcMethod::kCount:
+      break;
   }
   return "unknown";
 }
@@ -127,10 +133,10 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
     // other codes appear when first seen.
     rpc_counts_[m][0] = &rpc_family_->Add({{"method", method}, {"code", kCodeNames[0]}});
     rpc_counts_[m][3] = &rpc_family_->Add({{"method", method}, {"code", kCodeNames[3]}});
-    rpc_duration_[m] = &durations.Add(
-        {{"method", method}},
-        Histogram::BucketBoundaries{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01,
-                                    0.025, 0.05, 0.1, 0.5, 1, 10, 60});
+    rpc_duration_[m] =
+        &durations.Add({{"method", method}},
+                       Histogram::BucketBoundaries{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002,
+                                                   0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 10, 60});
   }
   auto& estimates = BuildCounter()
                         .Name("spand_estimates_total")
@@ -186,6 +192,8 @@ void Metrics::set_writer_totals(const WriterTotals& t) {
   last_writer_ = t;
 }
 
-void Metrics::observe_flush(double seconds) { flush_duration_->Observe(seconds); }
+void Metrics::observe_flush(double seconds) {
+  flush_duration_->Observe(seconds);
+}
 
-} // namespace spand
+}  // namespace spand

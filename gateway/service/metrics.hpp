@@ -3,6 +3,7 @@
 // threads observe requests, the control thread feeds worker counters and flushes.
 #pragma once
 
+#include <grpcpp/support/status_code_enum.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/family.h>
@@ -16,8 +17,6 @@
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <grpcpp/support/status_code_enum.h>
 
 #include "packet.hpp"
 #include "spand/v1/estimates.pb.h"
@@ -45,8 +44,8 @@ CaptureTotals sum_counters(const std::vector<const Worker*>& workers);
 // Writer counters, as totals since start (the writer owns them); fed on each tick.
 struct WriterTotals {
   uint64_t flush_errors = 0;
-  uint64_t backlog_updates = 0;     // bucket updates waiting for Redis now
-  uint64_t backlog_dropped = 0;     // updates lost because the backlog was full
+  uint64_t backlog_updates = 0;  // bucket updates waiting for Redis now
+  uint64_t backlog_dropped = 0;  // updates lost because the backlog was full
   uint64_t agent_samples_wc = 0;
   uint64_t agent_samples_rtt = 0;
 };
@@ -64,7 +63,7 @@ class Metrics {
   void observe_flush(double seconds);
 
  private:
-  static constexpr size_t kCodes = 17; // grpc::StatusCode OK..UNAUTHENTICATED
+  static constexpr size_t kCodes = 17;  // grpc::StatusCode OK..UNAUTHENTICATED
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex totals_mu_;
   CaptureTotals last_capture_{};
@@ -93,4 +92,4 @@ class Metrics {
   prometheus::Counter* estimates_slow_;
 };
 
-} // namespace spand
+}  // namespace spand

@@ -1,7 +1,6 @@
 // spand-estimates: the estimate service without capture, backed by the same Redis as the
 // gateways (a stateless replica; run as many as the agents need). See docs/service.md.
 #include <CLI/CLI.hpp>
-
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -12,14 +11,16 @@
 
 namespace {
 std::atomic<bool> g_stop{false};
-void on_signal(int) { g_stop = true; }
+void on_signal(int) {
+  g_stop = true;
+}
 
 uint64_t wall_now_ns() {
   return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
                       .count());
 }
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace spand;
@@ -104,7 +105,8 @@ int main(int argc, char** argv) {
       if (clock_mode == "wall") {
         ns = wall_now_ns();
       } else if (!stack->write_store().read_clock(ns, error)) {
-        if (!warned) std::fprintf(stderr, "spand-estimates: reading spand:clock: %s\n", error.c_str());
+        if (!warned)
+          std::fprintf(stderr, "spand-estimates: reading spand:clock: %s\n", error.c_str());
         warned = true;
       } else if (ns == 0) {
         // No gateway has written yet: agents' Report samples still need a sensible time.

@@ -31,7 +31,7 @@ class CallTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-} // namespace
+}  // namespace
 
 EstimatesService::EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics)
     : core_(core), hub_(hub), metrics_(metrics) {}
@@ -84,9 +84,9 @@ grpc::Status EstimatesService::watch(grpc::ServerContext* ctx, const v1::WatchRe
     return {grpc::StatusCode::INVALID_ARGUMENT, "no prefix to watch"};
   }
   if (size_t(req.prefixes_size()) > kMaxWatchPrefixes) {
-    return {grpc::StatusCode::INVALID_ARGUMENT,
-            std::to_string(req.prefixes_size()) + " prefixes exceed the limit of " +
-                std::to_string(kMaxWatchPrefixes)};
+    return {grpc::StatusCode::INVALID_ARGUMENT, std::to_string(req.prefixes_size()) +
+                                                    " prefixes exceed the limit of " +
+                                                    std::to_string(kMaxWatchPrefixes)};
   }
   std::vector<Prefix> prefixes;
   for (int i = 0; i < req.prefixes_size(); ++i) {
@@ -154,4 +154,4 @@ std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
   return server;
 }
 
-} // namespace spand
+}  // namespace spand

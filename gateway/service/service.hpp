@@ -43,4 +43,4 @@ std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
                                                 EstimatesService& service, int& bound_port,
                                                 std::string& error);
 
-} // namespace spand
+}  // namespace spand

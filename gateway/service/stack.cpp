@@ -9,7 +9,7 @@ namespace {
 // Reports queued between two ticks; beyond this an agent flood is dropped, not buffered.
 constexpr size_t kMaxQueuedReports = 1'000'000;
 constexpr std::chrono::milliseconds kMetricsPeriod{250};
-} // namespace
+}  // namespace
 
 StorePool::StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch)
     : max_batch_(std::max<size_t>(max_batch, 1)) {
@@ -159,7 +159,7 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   ServiceStack* self = s.get();
   s->writer_->set_flush_observer([self](double latency_s, bool) {
     self->metrics_.observe_flush(latency_s);
-    self->hub_->request_refresh(); // Watch: the window just changed
+    self->hub_->request_refresh();  // Watch: the window just changed
   });
   if (!c.grpc_listen.empty()) {
     s->server_ = start_grpc_server(c.grpc_listen, *s->service_, s->grpc_port_, error);
@@ -170,11 +170,11 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
 
 ServiceStack::~ServiceStack() {
   shutdown();
-  writer_.reset(); // stops the flush thread, whose observer uses the hub and the metrics
+  writer_.reset();  // stops the flush thread, whose observer uses the hub and the metrics
 }
 
 void ServiceStack::shutdown() {
-  if (hub_) hub_->stop(); // ends Watch streams first, so Shutdown does not wait on them
+  if (hub_) hub_->stop();  // ends Watch streams first, so Shutdown does not wait on them
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_.reset();
@@ -226,4 +226,4 @@ bool ServiceStack::finish() {
   return ok;
 }
 
-} // namespace spand
+}  // namespace spand

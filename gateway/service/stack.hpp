@@ -41,7 +41,7 @@ class StorePool final : public EstimateStore {
 
   struct Stats {
     uint64_t reads = 0;
-    uint64_t batches = 0; // pipelines sent; reads / batches = mean coalescing
+    uint64_t batches = 0;  // pipelines sent; reads / batches = mean coalescing
   };
   Stats stats() const;
 
@@ -52,7 +52,7 @@ class StorePool final : public EstimateStore {
     WindowRead* read = nullptr;
     bool done = false;
     bool lead = false;
-    bool queued = false; // in queue_, not yet taken into a leader's batch
+    bool queued = false;  // in queue_, not yet taken into a leader's batch
     std::condition_variable cv;
   };
   // With mu_ held: `me` plus the oldest queued reads, on one idle connection; returns with mu_
@@ -64,10 +64,10 @@ class StorePool final : public EstimateStore {
   std::vector<std::unique_ptr<RedisStore>> stores_;
   size_t max_batch_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;      // write/top waiting for a connection
-  std::vector<RedisStore*> idle_;   // guarded by mu_
-  std::deque<Waiter*> queue_;       // guarded by mu_
-  uint64_t reads_ = 0, batches_ = 0; // guarded by mu_
+  std::condition_variable cv_;        // write/top waiting for a connection
+  std::vector<RedisStore*> idle_;     // guarded by mu_
+  std::deque<Waiter*> queue_;         // guarded by mu_
+  uint64_t reads_ = 0, batches_ = 0;  // guarded by mu_
 };
 
 // Time the service reasons in, set by its host: capture time in the gateway, the newest capture
@@ -87,10 +87,10 @@ class SettableClock final : public Clock {
 
 struct StackOptions {
   ControlOptions control;
-  CoreOptions core;               // prefix, min_samples and window come from `control`
-  size_t read_connections = 4;    // Redis connections for gRPC reads
+  CoreOptions core;             // prefix, min_samples and window come from `control`
+  size_t read_connections = 4;  // Redis connections for gRPC reads
   uint32_t watch_refresh_ms = 1000;
-  uint32_t finish_wait_ms = 5000; // bound on the last flush
+  uint32_t finish_wait_ms = 5000;  // bound on the last flush
 };
 
 class ServiceStack final : public SampleSink {
@@ -132,10 +132,10 @@ class ServiceStack final : public SampleSink {
   int grpc_port_ = 0;
 
   std::mutex report_mu_;
-  std::vector<Sample> reports_;       // guarded by report_mu_
-  std::vector<Sample> reports_spare_; // host thread: swapped with reports_ to drain
+  std::vector<Sample> reports_;        // guarded by report_mu_
+  std::vector<Sample> reports_spare_;  // host thread: swapped with reports_ to drain
   uint64_t agent_wc_ = 0, agent_rtt_ = 0;
   std::chrono::steady_clock::time_point last_metrics_{};
 };
 
-} // namespace spand
+}  // namespace spand

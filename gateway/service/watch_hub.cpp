@@ -7,7 +7,7 @@ namespace spand {
 namespace {
 // Bound per subscriber: a stream that stops reading loses its oldest events, not our memory.
 constexpr size_t kMaxQueuedEvents = 4096;
-} // namespace
+}  // namespace
 
 std::vector<WatchHub::Event> WatchHub::Subscription::wait(uint32_t timeout_ms) {
   std::unique_lock lock(mu_);
@@ -25,7 +25,9 @@ WatchHub::WatchHub(EstimatesCore& core, uint32_t refresh_interval_ms)
   thread_ = std::thread([this] { run(); });
 }
 
-WatchHub::~WatchHub() { stop(); }
+WatchHub::~WatchHub() {
+  stop();
+}
 
 void WatchHub::stop() {
   {
@@ -130,7 +132,7 @@ void WatchHub::refresh() {
     const Signature sig = signature_of(est);
     std::lock_guard lock(mu_);
     auto [it, inserted] = last_.try_emplace(p, sig);
-    if (inserted || it->second == sig) continue; // a first sighting is the baseline, not news
+    if (inserted || it->second == sig) continue;  // a first sighting is the baseline, not news
     it->second = sig;
     for (auto& sub : subs_) {
       if (std::find(sub->prefixes_.begin(), sub->prefixes_.end(), p) != sub->prefixes_.end()) {
@@ -140,4 +142,4 @@ void WatchHub::refresh() {
   }
 }
 
-} // namespace spand
+}  // namespace spand

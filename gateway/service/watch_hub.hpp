@@ -27,7 +27,7 @@ class WatchHub {
   struct Event {
     v1::WatchEvent::Reason reason;
     Prefix prefix;
-    v1::Estimate estimate; // filled for UPDATED; NEW_CONNECTION is read by the stream
+    v1::Estimate estimate;  // filled for UPDATED; NEW_CONNECTION is read by the stream
   };
 
   class Subscription {
@@ -42,7 +42,7 @@ class WatchHub {
     std::mutex mu_;
     std::condition_variable cv_;
     std::deque<Event> queue_;
-    std::unordered_set<Prefix, PrefixHash> pending_new_; // coalesces connection bursts
+    std::unordered_set<Prefix, PrefixHash> pending_new_;  // coalesces connection bursts
     std::atomic<bool> stopped_{false};
   };
 
@@ -86,10 +86,10 @@ class WatchHub {
   bool refresh_requested_ = false;
   bool stopping_ = false;
   std::vector<std::shared_ptr<Subscription>> subs_;
-  std::unordered_map<Prefix, Signature, PrefixHash> last_; // per subscribed prefix
+  std::unordered_map<Prefix, Signature, PrefixHash> last_;  // per subscribed prefix
   std::atomic<size_t> subscribers_{0};
   std::atomic<uint64_t> events_pushed_{0};
   std::thread thread_;
 };
 
-} // namespace spand
+}  // namespace spand

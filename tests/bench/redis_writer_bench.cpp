@@ -65,10 +65,11 @@ void fill_wide(SampleWriter& w, uint32_t n, uint64_t ts) {
 struct FlushReport {
   double ms = 0;
   uint64_t updates = 0;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> per_node; // round trips, commands
+  std::map<std::string, std::pair<uint64_t, uint64_t>> per_node;  // round trips, commands
 };
 
-FlushReport measured_flush(RedisStore& store, SampleWriter& w, Steady::time_point& wall, uint64_t capture_ns) {
+FlushReport measured_flush(RedisStore& store, SampleWriter& w, Steady::time_point& wall,
+                           uint64_t capture_ns) {
   auto before = store.stats().nodes;
   uint64_t written0 = w.stats().updates_written_total;
   wall += std::chrono::seconds(1);
@@ -83,8 +84,9 @@ FlushReport measured_flush(RedisStore& store, SampleWriter& w, Steady::time_poin
       if (b.node == a.node) rt0 = b.round_trips, c0 = b.commands;
     r.per_node[a.node] = {a.round_trips - rt0, a.commands - c0};
   }
-  if (w.stats().backlog_updates != 0) std::printf("  WARNING: %llu updates left in backlog\n",
-                                                  static_cast<unsigned long long>(w.stats().backlog_updates));
+  if (w.stats().backlog_updates != 0)
+    std::printf("  WARNING: %llu updates left in backlog\n",
+                static_cast<unsigned long long>(w.stats().backlog_updates));
   return r;
 }
 
@@ -96,11 +98,12 @@ void print(const char* what, const FlushReport& r) {
               r.ms > 0 ? double(r.updates) / (r.ms / 1000.0) : 0.0);
   for (auto& [n, v] : r.per_node)
     std::printf("      node %-21s round trips %llu  commands %llu\n", n.c_str(),
-                static_cast<unsigned long long>(v.first), static_cast<unsigned long long>(v.second));
+                static_cast<unsigned long long>(v.first),
+                static_cast<unsigned long long>(v.second));
 }
 
-void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std::vector<RedisServer*>& servers,
-         bool cluster) {
+void run(const char* title, RedisStoreOptions opts, uint32_t prefixes,
+         const std::vector<RedisServer*>& servers, bool cluster) {
   std::printf("\n== %s ==\n", title);
   RedisStore store(opts);
   SampleWriterOptions wo;
@@ -119,8 +122,8 @@ void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std
   auto a0 = Steady::now();
   fill_wide(w, prefixes, t);
   double add_ms = std::chrono::duration<double, std::milli>(Steady::now() - a0).count();
-  std::printf("  SampleWriter::add: %u samples in %.1f ms (%.0f ns/sample, control thread)\n", 2 * prefixes,
-              add_ms, add_ms * 1e6 / (2.0 * prefixes));
+  std::printf("  SampleWriter::add: %u samples in %.1f ms (%.0f ns/sample, control thread)\n",
+              2 * prefixes, add_ms, add_ms * 1e6 / (2.0 * prefixes));
   print("flush 1 (100k prefixes)", measured_flush(store, w, wall, t));
   // Next bucket: the steady state, which also carries flush 1's activity index.
   fill_wide(w, prefixes, t + 10 * kSec);
@@ -131,9 +134,12 @@ void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std
   std::string e;
   auto r0 = Steady::now();
   const int reads = 2000;
-  for (int i = 0; i < reads; ++i) store.read_window(prefix_with_len(client_wide(uint32_t(i) * 37 % prefixes, 0), 24), t + 15 * kSec, acc, e);
+  for (int i = 0; i < reads; ++i)
+    store.read_window(prefix_with_len(client_wide(uint32_t(i) * 37 % prefixes, 0), 24),
+                      t + 15 * kSec, acc, e);
   double read_us = std::chrono::duration<double, std::micro>(Steady::now() - r0).count() / reads;
-  std::printf("  read_window (one HMGET of 30 bucket fields, sequential): %.1f us per prefix\n", read_us);
+  std::printf("  read_window (one HMGET of 30 bucket fields, sequential): %.1f us per prefix\n",
+              read_us);
 
   for (RedisServer* s : servers) {
     RedisConn c;
@@ -141,15 +147,18 @@ void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std
     RedisReply r;
     c.command({"INFO", "memory"}, r, e);
     size_t p = r.str.find("used_memory_human:");
-    std::string mem = p == std::string::npos ? "?" : r.str.substr(p + 18, r.str.find('\r', p) - p - 18);
+    std::string mem =
+        p == std::string::npos ? "?" : r.str.substr(p + 18, r.str.find('\r', p) - p - 18);
     c.command({"DBSIZE"}, r, e);
-    std::printf("  node %s: %lld keys, used_memory %s\n", s->endpoint().to_string().c_str(), r.integer, mem.c_str());
+    std::printf("  node %s: %lld keys, used_memory %s\n", s->endpoint().to_string().c_str(),
+                r.integer, mem.c_str());
   }
   std::printf("  reference: redis-benchmark -t set,get -n 100000 -q on %s\n",
               servers[0]->endpoint().to_string().c_str());
-  std::vector<std::string> bench = {"redis-benchmark", "-p", std::to_string(servers[0]->port()), "-t", "set,get",
-                                    "-n", "100000", "-q"};
-  if (cluster) bench.push_back("--cluster"); // follows the slot map, like the store
+  std::vector<std::string> bench = {
+      "redis-benchmark", "-p", std::to_string(servers[0]->port()), "-t", "set,get", "-n",
+      "100000",          "-q"};
+  if (cluster) bench.push_back("--cluster");  // follows the slot map, like the store
   std::string out = sh(bench);
   // redis-benchmark -q redraws its progress line with '\r': keep the final lines only.
   std::string clean;
@@ -164,15 +173,16 @@ void run(const char* title, RedisStoreOptions opts, uint32_t prefixes, const std
   std::printf("%s\n", clean.c_str());
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   uint32_t prefixes = argc > 1 ? uint32_t(std::strtoul(argv[1], nullptr, 10)) : 100'000;
   utsname u{};
   uname(&u);
-  std::printf("redis_writer_bench: %u active prefixes per flush, one W_c + one RTT sample each\n", prefixes);
-  std::printf("machine: nproc %ld, CPU %s, kernel %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN), cpu_model().c_str(),
-              u.release, sh({"redis-server", "--version"}).c_str());
+  std::printf("redis_writer_bench: %u active prefixes per flush, one W_c + one RTT sample each\n",
+              prefixes);
+  std::printf("machine: nproc %ld, CPU %s, kernel %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN),
+              cpu_model().c_str(), u.release, sh({"redis-server", "--version"}).c_str());
   std::printf("date: %s\n", sh({"date", "-u", "+%Y-%m-%dT%H:%M:%SZ"}).c_str());
 
   {

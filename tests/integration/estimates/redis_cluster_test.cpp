@@ -58,7 +58,8 @@ class RedisCluster : public ::testing::Test {
     ASSERT_TRUE(poll_until(
         [] {
           for (auto& n : nodes_)
-            if (cmd(*n, {"CLUSTER", "INFO"}).str.find("cluster_state:ok") == std::string::npos) return false;
+            if (cmd(*n, {"CLUSTER", "INFO"}).str.find("cluster_state:ok") == std::string::npos)
+              return false;
           return true;
         },
         20'000))
@@ -69,7 +70,7 @@ class RedisCluster : public ::testing::Test {
   RedisStoreOptions opts() const {
     RedisStoreOptions o;
     for (auto& n : nodes_) o.cluster_seeds.push_back(n->endpoint());
-    o.cluster_seeds.resize(1); // one seed is enough: the rest comes from CLUSTER SLOTS
+    o.cluster_seeds.resize(1);  // one seed is enough: the rest comes from CLUSTER SLOTS
     o.conn.command_timeout_ms = 2000;
     return o;
   }
@@ -95,12 +96,14 @@ std::vector<Sample> one_each(uint32_t first, uint32_t n, uint64_t ts, uint32_t s
   std::vector<Sample> out;
   for (uint32_t p = first; p < first + n; ++p) {
     out.push_back(make_sample(SampleKind::kWc, client_of(p, 1), 1 + (p * 7 + salt) % 90, ts));
-    out.push_back(make_sample(SampleKind::kRtt, client_of(p, 2), 1000 + (p * 13 + salt) % 5000, ts + 1));
+    out.push_back(
+        make_sample(SampleKind::kRtt, client_of(p, 2), 1000 + (p * 13 + salt) % 5000, ts + 1));
   }
   return out;
 }
 
-void check_reads(RedisStore& store, const std::vector<Sample>& all, uint32_t first, uint32_t n, uint64_t now) {
+void check_reads(RedisStore& store, const std::vector<Sample>& all, uint32_t first, uint32_t n,
+                 uint64_t now) {
   std::vector<Prefix> ps;
   for (uint32_t p = first; p < first + n; ++p) ps.push_back(prefix24(p));
   std::vector<Accumulator> accs;
@@ -119,8 +122,9 @@ void check_reads(RedisStore& store, const std::vector<Sample>& all, uint32_t fir
 }
 
 TEST_F(RedisCluster, KeySlotAgreesWithServer) {
-  std::vector<std::string> keys = {"123456789", "somekey", "foo{hash_tag}", "{user1000}.following",
-                                   "foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}", kClockKey, activity_key(1700000000)};
+  std::vector<std::string> keys = {
+      "123456789",     "somekey",       "foo{hash_tag}", "{user1000}.following",  "foo{}{bar}",
+      "foo{{bar}}zap", "foo{bar}{zap}", kClockKey,       activity_key(1700000000)};
   for (uint32_t p = 0; p < 300; ++p) keys.push_back(window_key(prefix24(p * 97)));
   keys.push_back(window_key(prefix_with_len(IpAddr{}, 48)));
   for (const std::string& k : keys) {
@@ -188,7 +192,7 @@ TEST_F(RedisCluster, WritesSpreadOneRoundTripPerNodePerFlushReadsCorrect) {
   std::vector<PrefixActivity> top;
   ASSERT_TRUE(store.top_prefixes(t + 10 * kSec, 3, top, e)) << e;
   ASSERT_EQ(top.size(), 3u);
-  EXPECT_EQ(top[0].samples, 2u); // one W_c and one RTT sample per prefix
+  EXPECT_EQ(top[0].samples, 2u);  // one W_c and one RTT sample per prefix
 }
 
 TEST_F(RedisCluster, MovedAndAskDuringSlotMigration) {
@@ -213,16 +217,25 @@ TEST_F(RedisCluster, MovedAndAskDuringSlotMigration) {
     std::string e;
     EXPECT_TRUE(store.write({u}, e)) << e;
   };
-  write_bucket(t, 10); // key in the source node, map learned
+  write_bucket(t, 10);  // key in the source node, map learned
 
   // Start migrating the slot and move the prefix's key (its whole window) to the target: the
   // source now answers ASK for it.
-  ASSERT_EQ(cmd(*nodes_[size_t(dst)], {"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", src_id}).str, "OK");
-  ASSERT_EQ(cmd(*nodes_[size_t(src)], {"CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", dst_id}).str, "OK");
-  ASSERT_EQ(cmd(*nodes_[size_t(src)], {"MIGRATE", "127.0.0.1", std::to_string(nodes_[size_t(dst)]->port()),
-                                        window_key(prefix24(p)), "0", "5000"}).str, "OK");
+  ASSERT_EQ(
+      cmd(*nodes_[size_t(dst)], {"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", src_id})
+          .str,
+      "OK");
+  ASSERT_EQ(
+      cmd(*nodes_[size_t(src)], {"CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", dst_id})
+          .str,
+      "OK");
+  ASSERT_EQ(cmd(*nodes_[size_t(src)],
+                {"MIGRATE", "127.0.0.1", std::to_string(nodes_[size_t(dst)]->port()),
+                 window_key(prefix24(p)), "0", "5000"})
+                .str,
+            "OK");
   uint64_t redirects0 = store.stats().redirects;
-  write_bucket(t + 20 * kSec, 20); // source answers ASK, written on the target
+  write_bucket(t + 20 * kSec, 20);  // source answers ASK, written on the target
   EXPECT_EQ(store.stats().redirects, redirects0 + 1);
   {
     // The new bucket is on the target, visible there only to an ASKING client.
@@ -231,15 +244,19 @@ TEST_F(RedisCluster, MovedAndAskDuringSlotMigration) {
     RedisReply r;
     std::string e;
     c.append({"ASKING"});
-    c.append({"HEXISTS", window_key(prefix24(p)), bucket_field(bucket_start_of(t + 20 * kSec, 10))});
+    c.append(
+        {"HEXISTS", window_key(prefix24(p)), bucket_field(bucket_start_of(t + 20 * kSec, 10))});
     ASSERT_TRUE(c.read(r, e) && c.read(r, e)) << e;
     EXPECT_EQ(r.integer, 1);
   }
 
   // Move any remaining keys, then hand the slot over.
-  RedisReply keys = cmd(*nodes_[size_t(src)], {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
+  RedisReply keys =
+      cmd(*nodes_[size_t(src)], {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
   if (!keys.elements.empty()) {
-    RedisArgv migrate = {"MIGRATE", "127.0.0.1", std::to_string(nodes_[size_t(dst)]->port()), "", "0", "5000", "KEYS"};
+    RedisArgv migrate = {"MIGRATE", "127.0.0.1", std::to_string(nodes_[size_t(dst)]->port()),
+                         "",        "0",         "5000",
+                         "KEYS"};
     for (const RedisReply& k : keys.elements) migrate.push_back(k.str);
     ASSERT_EQ(cmd(*nodes_[size_t(src)], migrate).str, "OK");
   }
@@ -249,7 +266,7 @@ TEST_F(RedisCluster, MovedAndAskDuringSlotMigration) {
   // Our slot map still says "source": the write gets MOVED, follows it, and updates the map.
   write_bucket(t + 30 * kSec, 30);
   EXPECT_EQ(store.stats().redirects, redirects0 + 2);
-  write_bucket(t + 40 * kSec, 40); // map already fixed: no redirect
+  write_bucket(t + 40 * kSec, 40);  // map already fixed: no redirect
   EXPECT_EQ(store.stats().redirects, redirects0 + 2);
   check_reads(store, all, p, 1, t + 50 * kSec);
   Accumulator acc;
@@ -259,10 +276,12 @@ TEST_F(RedisCluster, MovedAndAskDuringSlotMigration) {
   EXPECT_EQ(acc.wc_sum, 100.0);
 
   // Give the slot back so the other tests see the original layout.
-  RedisReply back = cmd(*nodes_[size_t(dst)], {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
+  RedisReply back =
+      cmd(*nodes_[size_t(dst)], {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
   cmd(*nodes_[size_t(src)], {"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", dst_id});
   cmd(*nodes_[size_t(dst)], {"CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", src_id});
-  RedisArgv mig2 = {"MIGRATE", "127.0.0.1", std::to_string(nodes_[size_t(src)]->port()), "", "0", "5000", "KEYS"};
+  RedisArgv mig2 = {"MIGRATE", "127.0.0.1", std::to_string(nodes_[size_t(src)]->port()), "", "0",
+                    "5000",    "KEYS"};
   for (const RedisReply& k : back.elements) mig2.push_back(k.str);
   if (!back.elements.empty()) cmd(*nodes_[size_t(dst)], mig2);
   for (auto& n : nodes_) cmd(*n, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", src_id});
@@ -286,7 +305,8 @@ TEST_F(RedisCluster, NodeLossKeepsItsUpdatesInBacklogUntilItReturns) {
 
   const int victim = 2;
   uint32_t on_victim = 0;
-  for (uint32_t p = first; p < first + n; ++p) on_victim += owner_of(key_slot(window_key(prefix24(p)))) == victim;
+  for (uint32_t p = first; p < first + n; ++p)
+    on_victim += owner_of(key_slot(window_key(prefix24(p)))) == victim;
   ASSERT_GT(on_victim, 0u);
 
   nodes_[victim]->kill9();
@@ -304,7 +324,7 @@ TEST_F(RedisCluster, NodeLossKeepsItsUpdatesInBacklogUntilItReturns) {
   w.tick(t, wall);
   EXPECT_EQ(w.stats().backlog_updates, on_victim);
 
-  ASSERT_TRUE(nodes_[victim]->start(e)) << e; // same port, same nodes.conf
+  ASSERT_TRUE(nodes_[victim]->start(e)) << e;  // same port, same nodes.conf
   ASSERT_TRUE(poll_until(
       [&] {
         wall += std::chrono::seconds(1);
@@ -318,5 +338,5 @@ TEST_F(RedisCluster, NodeLossKeepsItsUpdatesInBacklogUntilItReturns) {
   check_reads(store, all, first, n, t + 10 * kSec);
 }
 
-} // namespace
-} // namespace spand::test
+}  // namespace
+}  // namespace spand::test

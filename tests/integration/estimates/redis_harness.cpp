@@ -30,7 +30,7 @@ bool port_free(uint16_t port) {
   return ok;
 }
 
-} // namespace
+}  // namespace
 
 uint16_t free_port(bool plus_bus) {
   for (int attempt = 0; attempt < 200; ++attempt) {
@@ -67,12 +67,15 @@ RedisServer::~RedisServer() {
 
 bool RedisServer::start(std::string& error) {
   if (running()) return true;
-  std::vector<std::string> args = {"redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                                   "--dir", dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
-                                   "--logfile", dir_ + "/redis.log"};
+  std::vector<std::string> args = {"redis-server", "--port",    std::to_string(port_),
+                                   "--bind",       "127.0.0.1", "--dir",
+                                   dir_,           "--save",    "",
+                                   "--appendonly", "no",        "--daemonize",
+                                   "no",           "--logfile", dir_ + "/redis.log"};
   if (cluster_) {
-    for (const char* a : {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
-                          "2000", "--cluster-require-full-coverage", "no"})
+    for (const char* a :
+         {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+          "--cluster-node-timeout", "2000", "--cluster-require-full-coverage", "no"})
       args.push_back(a);
   }
   args.insert(args.end(), extra_.begin(), extra_.end());
@@ -107,8 +110,8 @@ bool RedisServer::start(std::string& error) {
       },
       10'000);
   if (!up) {
-    error = "redis-server on port " + std::to_string(port_) + " did not answer PING within 10 s (log: " + dir_ +
-            "/redis.log)";
+    error = "redis-server on port " + std::to_string(port_) +
+            " did not answer PING within 10 s (log: " + dir_ + "/redis.log)";
     kill9();
     return false;
   }
@@ -159,4 +162,4 @@ int run_program(const std::vector<std::string>& argv, std::string& output) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-} // namespace spand::test
+}  // namespace spand::test

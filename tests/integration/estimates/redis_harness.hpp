@@ -2,9 +2,10 @@
 // directory, for the integration tests. Readiness is polled (PING) against a bounded deadline.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include "redis_conn.hpp"
@@ -23,9 +24,9 @@ class RedisServer {
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  bool start(std::string& error); // same port and directory every time (nodes.conf survives)
-  void stop();                    // SIGTERM, waits for exit
-  void kill9();                   // SIGKILL, waits for exit
+  bool start(std::string& error);  // same port and directory every time (nodes.conf survives)
+  void stop();                     // SIGTERM, waits for exit
+  void kill9();                    // SIGKILL, waits for exit
   bool running() const { return pid_ > 0; }
 
   uint16_t port() const { return port_; }
@@ -50,7 +51,7 @@ int run_program(const std::vector<std::string>& argv, std::string& output);
 template <class F>
 bool poll_until(F ready, int timeout_ms);
 
-} // namespace spand::test
+}  // namespace spand::test
 
 #include <chrono>
 #include <thread>

@@ -15,7 +15,8 @@ namespace {
 
 using Wall = SampleWriter::Clock;
 
-RedisStoreOptions store_opts(const RedisServer& srv, uint32_t window_s = 300, uint32_t bucket_s = 10) {
+RedisStoreOptions store_opts(const RedisServer& srv, uint32_t window_s = 300,
+                             uint32_t bucket_s = 10) {
   RedisStoreOptions o;
   o.endpoint = srv.endpoint();
   o.window.window_s = window_s;
@@ -79,7 +80,8 @@ class SingleRedis : public ::testing::Test {
 RedisServer* SingleRedis::server_ = nullptr;
 
 // Samples for `prefixes` prefixes, spread over capture times [t0, t0 + span_s).
-std::vector<Sample> make_samples(uint32_t prefixes, uint64_t t0_ns, uint32_t span_s, uint32_t count, uint64_t seed) {
+std::vector<Sample> make_samples(uint32_t prefixes, uint64_t t0_ns, uint32_t span_s, uint32_t count,
+                                 uint64_t seed) {
   Lcg rng{seed};
   std::vector<Sample> out;
   for (uint32_t i = 0; i < count; ++i) {
@@ -87,9 +89,11 @@ std::vector<Sample> make_samples(uint32_t prefixes, uint64_t t0_ns, uint32_t spa
     uint64_t ts = t0_ns + uint64_t(rng.next() % (span_s * 1000)) * 1'000'000ULL + rng.next() % 1000;
     bool wc = rng.next() % 3 != 0;
     uint32_t value = wc ? 1 + rng.next() % 200 : 500 + rng.next() % 300'000;
-    out.push_back(make_sample(wc ? SampleKind::kWc : SampleKind::kRtt, client_of(p, rng.next()), value, ts));
+    out.push_back(
+        make_sample(wc ? SampleKind::kWc : SampleKind::kRtt, client_of(p, rng.next()), value, ts));
   }
-  std::sort(out.begin(), out.end(), [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; });
+  std::sort(out.begin(), out.end(),
+            [](const Sample& a, const Sample& b) { return a.ts_ns < b.ts_ns; });
   return out;
 }
 
@@ -133,7 +137,8 @@ TEST_F(SingleRedis, WindowSumsEqualSumsOverRawSamples) {
   std::string e;
   uint64_t now = (t0 / kSec + 900) * kSec - 1;
   ASSERT_TRUE(store.read_windows(ps, now, accs, ok, e)) << e;
-  for (uint32_t p = 0; p < 20; ++p) expect_matches(accs[p], expected_in(samples, ps[p], now - 300 * kSec, now), "batch");
+  for (uint32_t p = 0; p < 20; ++p)
+    expect_matches(accs[p], expected_in(samples, ps[p], now - 300 * kSec, now), "batch");
 
   // The clock key holds the newest capture time handed to the writer.
   uint64_t clock = 0;
@@ -166,8 +171,10 @@ TEST_F(SingleRedis, SamplesOlderThanTheWindowLeaveByCaptureTime) {
   SampleWriter w(store, sync_writer());
   Driver d(w);
   const uint64_t t = 1'700'000'000 * kSec;
-  for (int i = 0; i < 6; ++i) w.add(make_sample(SampleKind::kWc, client_of(1, i), 20, t + i * kSec));
-  for (int i = 0; i < 2; ++i) w.add(make_sample(SampleKind::kWc, client_of(1, i), 40, t + 250 * kSec));
+  for (int i = 0; i < 6; ++i)
+    w.add(make_sample(SampleKind::kWc, client_of(1, i), 20, t + i * kSec));
+  for (int i = 0; i < 2; ++i)
+    w.add(make_sample(SampleKind::kWc, client_of(1, i), 40, t + 250 * kSec));
   d.flush(t + 250 * kSec);
 
   auto estimate_at = [&](uint64_t now) {
@@ -224,7 +231,8 @@ TEST_F(SingleRedis, TwoWritersCombineAndRetriesAreExactlyOnce) {
   EXPECT_EQ(acc.rtt_min_us, 2000u);
   EXPECT_EQ(acc.newest_ts_ns, t + 3);
 
-  // The prefix's window hash carries a TTL of window + bucket (wall clock, garbage collection only).
+  // The prefix's window hash carries a TTL of window + bucket (wall clock, garbage collection
+  // only).
   RedisConn c;
   ASSERT_TRUE(server_->connect(c));
   RedisReply r;
@@ -246,7 +254,7 @@ TEST_F(SingleRedis, ScriptCacheFlushedUnderneathIsReloaded) {
   ASSERT_TRUE(server_->connect(c));
   RedisReply r;
   ASSERT_TRUE(c.command({"SCRIPT", "FLUSH"}, r, e)) << e;
-  ASSERT_TRUE(store.write({u}, e)) << e; // NOSCRIPT -> SCRIPT LOAD -> retry
+  ASSERT_TRUE(store.write({u}, e)) << e;  // NOSCRIPT -> SCRIPT LOAD -> retry
   Accumulator acc;
   ASSERT_TRUE(store.read_window(prefix24(3), t, acc, e)) << e;
   EXPECT_EQ(acc.wc_count, 2u);
@@ -286,7 +294,7 @@ TEST_F(SingleRedis, RedisGoesAwayBacklogIsBoundedAndDrains) {
   EXPECT_EQ(down.updates_written_total, 20u);
 
   std::string e;
-  ASSERT_TRUE(server_->start(e)) << e; // empty again (no persistence): only new writes count
+  ASSERT_TRUE(server_->start(e)) << e;  // empty again (no persistence): only new writes count
   // Reconnect happens after the backoff (100 ms doubling, jittered): flush (no new samples)
   // until drained.
   ASSERT_TRUE(poll_until(
@@ -309,14 +317,17 @@ TEST_F(SingleRedis, RedisGoesAwayBacklogIsBoundedAndDrains) {
     ASSERT_TRUE(store.read_window(prefix24(p), now, acc, e)) << e;
     Expected full = expected_in(all, prefix24(p), 0, now);
     if (p >= 120 && p < 130 && acc.wc_count > 0) ++third_present;
-    if (p >= 130 || (p >= 120 && acc.wc_count > 0)) expect_matches(acc, full, prefix24(p).to_string());
-    else expect_matches(acc, Expected{}, prefix24(p).to_string());
+    if (p >= 130 || (p >= 120 && acc.wc_count > 0))
+      expect_matches(acc, full, prefix24(p).to_string());
+    else
+      expect_matches(acc, Expected{}, prefix24(p).to_string());
   }
   EXPECT_EQ(third_present, 5);
 }
 
 TEST(RedisAuth, RequirePassAndAclUser) {
-  RedisServer srv({"--requirepass", "s3cret", "--user", "gw", "on", ">gwpass", "~spand:*", "+@all"});
+  RedisServer srv(
+      {"--requirepass", "s3cret", "--user", "gw", "on", ">gwpass", "~spand:*", "+@all"});
   std::string e;
   ASSERT_TRUE(srv.start(e)) << e;
   const uint64_t t = 1'700'000'000 * kSec;
@@ -345,11 +356,12 @@ TEST(RedisAuth, RequirePassAndAclUser) {
   }
   {
     // An ACL user limited to spand:* keys: every key the store touches is under spand:.
-    ASSERT_TRUE(parse_redis_url("redis://gw:gwpass@127.0.0.1:" + std::to_string(srv.port()), o.endpoint,
-                                o.conn.auth, e)) << e;
+    ASSERT_TRUE(parse_redis_url("redis://gw:gwpass@127.0.0.1:" + std::to_string(srv.port()),
+                                o.endpoint, o.conn.auth, e))
+        << e;
     RedisStore acl(o);
     ASSERT_TRUE(acl.write({u}, e)) << e;
-    ASSERT_TRUE(acl.write({u}, e)) << e; // carries the first write's activity (spand:{g}:act:*)
+    ASSERT_TRUE(acl.write({u}, e)) << e;  // carries the first write's activity (spand:{g}:act:*)
     Accumulator acc;
     ASSERT_TRUE(acl.read_window(prefix24(9), t, acc, e)) << e;
     EXPECT_EQ(acc.wc_count, 3u);
@@ -362,5 +374,5 @@ TEST(RedisAuth, RequirePassAndAclUser) {
   }
 }
 
-} // namespace
-} // namespace spand::test
+}  // namespace
+}  // namespace spand::test

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "sample.hpp"
 #include "prefix.hpp"
+#include "sample.hpp"
 
 namespace spand::test {
 
@@ -27,7 +27,9 @@ inline IpAddr client_of(uint32_t prefix_index, uint32_t host) {
   return v4((10u << 24) | ((prefix_index & 0xffff) << 8) | (host & 0xff));
 }
 
-inline Prefix prefix24(uint32_t prefix_index) { return prefix_with_len(client_of(prefix_index, 0), 24); }
+inline Prefix prefix24(uint32_t prefix_index) {
+  return prefix_with_len(client_of(prefix_index, 0), 24);
+}
 
 struct Lcg {
   uint64_t s;
@@ -58,7 +60,8 @@ struct Expected {
 };
 
 // Samples of `prefix` with ts in (lo_ns, hi_ns].
-inline Expected expected_in(const std::vector<Sample>& all, const Prefix& prefix, uint64_t lo_ns, uint64_t hi_ns) {
+inline Expected expected_in(const std::vector<Sample>& all, const Prefix& prefix, uint64_t lo_ns,
+                            uint64_t hi_ns) {
   Expected e;
   for (const Sample& s : all) {
     if (!(s.ts_ns > lo_ns && s.ts_ns <= hi_ns)) continue;
@@ -79,4 +82,4 @@ inline Expected expected_in(const std::vector<Sample>& all, const Prefix& prefix
   return e;
 }
 
-} // namespace spand::test
+}  // namespace spand::test

@@ -15,7 +15,7 @@ namespace {
 
 TEST(PipelineFuzz, RandomAndMutatedFramesAreTrackedOrCountedNeverFatal) {
   WorkerConfig cfg;
-  cfg.flow_capacity = 512; // small: the full-table policy is exercised too
+  cfg.flow_capacity = 512;  // small: the full-table policy is exercised too
   cfg.ring_capacity = 1 << 12;
   Worker w(cfg);
   std::mt19937_64 rng(20261122);
@@ -46,17 +46,18 @@ TEST(PipelineFuzz, RandomAndMutatedFramesAreTrackedOrCountedNeverFatal) {
     }
   };
   for (int i = 0; i < 200'000; ++i) {
-    if (i % 2 == 0) { // random bytes
+    if (i % 2 == 0) {  // random bytes
       buf.resize(rng() % 200);
       for (auto& b : buf) b = uint8_t(rng());
-    } else { // a valid frame with flipped bits, a cut, or a corrupted length field
+    } else {  // a valid frame with flipped bits, a cut, or a corrupted length field
       buf = seeds[rng() % seeds.size()];
       const int flips = 1 + int(rng() % 4);
-      for (int k = 0; k < flips && !buf.empty(); ++k) buf[rng() % buf.size()] ^= uint8_t(1u << (rng() % 8));
+      for (int k = 0; k < flips && !buf.empty(); ++k)
+        buf[rng() % buf.size()] ^= uint8_t(1u << (rng() % 8));
       if (rng() % 4 == 0) buf.resize(rng() % (buf.size() + 1));
     }
     const uint32_t wire_len = uint32_t(buf.size() + (rng() % 3 == 0 ? rng() % 2000 : 0));
-    const LinkType links[] = {LinkType::kEthernet, LinkType::kRaw, LinkType::kLinuxSll,
+    const LinkType links[] = {LinkType::kEthernet,  LinkType::kRaw,  LinkType::kLinuxSll,
                               LinkType::kLinuxSll2, LinkType::kIpv4, LinkType::kIpv6};
     ts_ns += rng() % 2'000'000;
     w.handle_frame(links[rng() % 6], buf.data(), uint32_t(buf.size()), wire_len, ts_ns);
@@ -69,12 +70,12 @@ TEST(PipelineFuzz, RandomAndMutatedFramesAreTrackedOrCountedNeverFatal) {
   uint64_t dropped = 0;
   for (uint64_t d : c.drops) dropped += d;
   EXPECT_EQ(c.frames, frames);
-  EXPECT_EQ(c.tcp_packets + dropped, frames); // every frame is accounted for, once
-  EXPECT_GT(c.tcp_packets, 10'000u);          // and many reached the tracker
+  EXPECT_EQ(c.tcp_packets + dropped, frames);  // every frame is accounted for, once
+  EXPECT_GT(c.tcp_packets, 10'000u);           // and many reached the tracker
   EXPECT_GT(c.flows_evicted, 0u);
   EXPECT_EQ(c.active_flows, 0u);
   EXPECT_EQ(c.flows_created, c.flows_closed + c.flows_evicted);
 }
 
-} // namespace
-} // namespace spand::test
+}  // namespace
+}  // namespace spand::test

@@ -33,7 +33,7 @@ struct Conn {
   uint64_t now_ns = 1'700'000'000'000'000'000ull;
   std::string client = "198.51.100.7", server = "203.0.113.10";
   uint16_t cport = 40000, sport = 443;
-  uint16_t c_ip_id = 100, s_ip_id = 5000; // IPv4 IDs: each side increments per datagram
+  uint16_t c_ip_id = 100, s_ip_id = 5000;  // IPv4 IDs: each side increments per datagram
   bool ipv6 = false;
 
   void wait_us(uint64_t us) { now_ns += us * 1000; }
@@ -80,4 +80,4 @@ struct Conn {
   }
 };
 
-} // namespace spand::test
+}  // namespace spand::test

@@ -12,8 +12,8 @@
 namespace spand::test {
 namespace {
 
-constexpr uint32_t kC = 1000;  // client ISN
-constexpr uint32_t kS = 50000; // server ISN
+constexpr uint32_t kC = 1000;   // client ISN
+constexpr uint32_t kS = 50000;  // server ISN
 constexpr uint32_t kMss = 1000;
 
 void handshake(Conn& k, uint64_t syn_to_synack_us = 10'000, uint64_t synack_to_ack_us = 20'000) {
@@ -55,10 +55,10 @@ TEST(Tracker, DataToAckRttFollowsKarn) {
   handshake(k);
   k.s(kS + 1, kC + 1, kAck, kMss);
   k.wait_us(40'000);
-  k.c(kC + 1, kS + 1 + kMss, kAck); // sample: 40 ms
+  k.c(kC + 1, kS + 1 + kMss, kAck);  // sample: 40 ms
   k.s(kS + 1 + kMss, kC + 1, kAck, kMss);
   k.wait_us(300'000);
-  k.s(kS + 1 + kMss, kC + 1, kAck, kMss); // resend (timeout): its ACK gives no sample
+  k.s(kS + 1 + kMss, kC + 1, kAck, kMss);  // resend (timeout): its ACK gives no sample
   k.wait_us(40'000);
   k.c(kC + 1, kS + 1 + 2 * kMss, kAck);
   auto recs = k.finish();
@@ -76,7 +76,7 @@ TEST(Tracker, TimestampEchoRtt) {
   d.opt.tsval = 777;
   k.feed(d);
   k.wait_us(25'000);
-  ParsedPacket a = k.make(true, kC + 1, kS + 1 + 500, kAck); // partial ACK: no data-to-ACK sample
+  ParsedPacket a = k.make(true, kC + 1, kS + 1 + 500, kAck);  // partial ACK: no data-to-ACK sample
   a.opt.has_ts = true;
   a.opt.tsecr = 777;
   k.feed(a);
@@ -93,7 +93,7 @@ TEST(Tracker, TimestampEchoRtt) {
 
 TEST(Tracker, SequenceWrapAround) {
   Conn k;
-  const uint32_t isn = 0xFFFFFFFFu - 5 * kMss; // wraps after five segments
+  const uint32_t isn = 0xFFFFFFFFu - 5 * kMss;  // wraps after five segments
   k.c(kC, 0, kSyn);
   k.s(isn, kC + 1, kSyn | kAck);
   k.c(kC + 1, isn + 1, kAck);
@@ -117,12 +117,12 @@ TEST(Tracker, ReorderingIsNotLoss) {
   handshake(k);
   const uint32_t b = kS + 1;
   k.s(b, kC + 1, kAck, kMss);
-  k.s(b + 2 * kMss, kC + 1, kAck, kMss); // segment 2 overtaken by segment 3
-  k.s(b + kMss, kC + 1, kAck, kMss);     // first sighting of segment 2: reordering
+  k.s(b + 2 * kMss, kC + 1, kAck, kMss);  // segment 2 overtaken by segment 3
+  k.s(b + kMss, kC + 1, kAck, kMss);      // first sighting of segment 2: reordering
   k.wait_us(20'000);
   k.c(kC + 1, b + 3 * kMss, kAck);
   k.wait_us(300'000);
-  k.s(b + kMss, kC + 1, kAck, kMss); // the same bytes again, fresh IP ID: a resend
+  k.s(b + kMss, kC + 1, kAck, kMss);  // the same bytes again, fresh IP ID: a resend
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].s2c.reordered_packets, 1u);
@@ -137,7 +137,7 @@ TEST(Tracker, CaptureCopiesAreNotRetransmissions) {
   ParsedPacket q = k.make(false, kS + 1 + kMss, kC + 1, kAck, kMss);
   k.feed(q);
   k.wait_us(3'000);
-  p.ts_ns = k.now_ns; // the capture copied segment 1 (same IP ID) after segment 2
+  p.ts_ns = k.now_ns;  // the capture copied segment 1 (same IP ID) after segment 2
   k.feed(p);
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
@@ -154,7 +154,7 @@ TEST(Tracker, CaptureCopiesWithoutIpIds) {
   handshake(k);
   ParsedPacket p = k.make(false, kS + 1, kC + 1, kAck, kMss);
   k.feed(p);
-  p.ts_ns += 5'000; // identical segment 5 us later
+  p.ts_ns += 5'000;  // identical segment 5 us later
   k.feed(p);
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
@@ -167,10 +167,10 @@ TEST(Tracker, FastRetransmitAfterThreeDupacks) {
   Conn k;
   handshake(k);
   const uint32_t b = kS + 1;
-  for (int i = 0; i < 6; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss); // segment 1 is lost
+  for (int i = 0; i < 6; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);  // segment 1 is lost
   k.wait_us(20'000);
   k.c(kC + 1, b + kMss, kAck);
-  for (int i = 0; i < 4; ++i) k.c(kC + 1, b + kMss, kAck); // dupacks for segments 2..5
+  for (int i = 0; i < 4; ++i) k.c(kC + 1, b + kMss, kAck);  // dupacks for segments 2..5
   k.s(b + kMss, kC + 1, kAck, kMss);
   k.wait_us(20'000);
   k.c(kC + 1, b + 6 * kMss, kAck);
@@ -186,16 +186,16 @@ TEST(Tracker, NewRenoPartialAcksStayInOneEvent) {
   Conn k;
   handshake(k);
   const uint32_t b = kS + 1;
-  for (int i = 0; i < 8; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss); // 1 and 4 lost
+  for (int i = 0; i < 8; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);  // 1 and 4 lost
   k.wait_us(20'000);
   k.c(kC + 1, b + kMss, kAck);
   for (int i = 0; i < 3; ++i) k.c(kC + 1, b + kMss, kAck);
-  k.s(b + kMss, kC + 1, kAck, kMss); // fast retransmit
+  k.s(b + kMss, kC + 1, kAck, kMss);  // fast retransmit
   k.wait_us(20'000);
-  k.c(kC + 1, b + 4 * kMss, kAck);   // partial ACK: 4 still missing
+  k.c(kC + 1, b + 4 * kMss, kAck);  // partial ACK: 4 still missing
   k.s(b + 4 * kMss, kC + 1, kAck, kMss);
   k.wait_us(20'000);
-  k.c(kC + 1, b + 8 * kMss, kAck);   // full ACK ends recovery
+  k.c(kC + 1, b + 8 * kMss, kAck);  // full ACK ends recovery
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].s2c.rexmt_fast, 2u);
@@ -205,7 +205,7 @@ TEST(Tracker, NewRenoPartialAcksStayInOneEvent) {
 TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
   Conn k;
   handshake(k);
-  ParsedPacket syn = k.make(true, kC, 0, kSyn); // not fed: only to show both sides permit SACK
+  ParsedPacket syn = k.make(true, kC, 0, kSyn);  // not fed: only to show both sides permit SACK
   (void)syn;
   const uint32_t b = kS + 1;
   for (int i = 0; i < 4; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);
@@ -215,7 +215,7 @@ TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
   d.opt.sack_count = 1;
   d.opt.sack[0] = {b + 2 * kMss, b + 3 * kMss};
   k.feed(d);
-  k.s(b + kMss, kC + 1, kAck, kMss); // resent at once (SACK loss detection, RFC 6675)
+  k.s(b + kMss, kC + 1, kAck, kMss);  // resent at once (SACK loss detection, RFC 6675)
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
   // Neither side sent SACK-permitted in this handshake, so one dupack is not enough: the
@@ -253,12 +253,12 @@ TEST(Tracker, DsackMarksTheResendSpurious) {
   const uint32_t b = kS + 1;
   k.s(b, kC + 1, kAck, kMss);
   k.wait_us(400'000);
-  k.s(b, kC + 1, kAck, kMss); // RTO fires although the segment arrived (its ACK was slow)
+  k.s(b, kC + 1, kAck, kMss);  // RTO fires although the segment arrived (its ACK was slow)
   k.wait_us(10'000);
   k.c(kC + 1, b + kMss, kAck);
   ParsedPacket d = k.make(true, kC + 1, b + kMss, kAck);
   d.opt.sack_count = 1;
-  d.opt.sack[0] = {b, b + kMss}; // below the cumulative ACK: a duplicate was received
+  d.opt.sack[0] = {b, b + kMss};  // below the cumulative ACK: a duplicate was received
   k.feed(d);
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
@@ -273,7 +273,7 @@ TEST(Tracker, TimeoutWithBackoffIsOneEvent) {
   const uint32_t b = kS + 1;
   k.s(b, kC + 1, kAck, kMss);
   uint64_t rto_us = 300'000;
-  for (int i = 0; i < 3; ++i) { // resent after 0.3, 0.6, 1.2 s
+  for (int i = 0; i < 3; ++i) {  // resent after 0.3, 0.6, 1.2 s
     k.wait_us(rto_us);
     k.s(b, kC + 1, kAck, kMss);
     rto_us *= 2;
@@ -293,9 +293,9 @@ TEST(Tracker, MidStreamPickupUsesConfiguredInsideNetwork) {
   ASSERT_TRUE(parse_prefix("203.0.113.0/24", inside));
   cfg.tracker.inside[cfg.tracker.inside_count++] = inside;
   Conn k(cfg);
-  k.sport = 50000; // a high server port: the port rule alone would get roles wrong
+  k.sport = 50000;  // a high server port: the port rule alone would get roles wrong
   k.cport = 443;
-  k.s(777'000, 9'000, kAck, kMss); // first packet seen: server data, no handshake
+  k.s(777'000, 9'000, kAck, kMss);  // first packet seen: server data, no handshake
   k.c(9'000, 778'000, kAck);
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
@@ -311,7 +311,7 @@ TEST(Tracker, ResetClosesAndNewSynStartsANewConnection) {
   k.s(kS + 1, kC + 1, kAck, kMss);
   k.c(kC + 1, kS + 1 + kMss, kRst | kAck);
   k.wait_us(1'000'000);
-  k.c(kC + 77'777, 0, kSyn); // same 4-tuple, new ISN
+  k.c(kC + 77'777, 0, kSyn);  // same 4-tuple, new ISN
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 2u);
   EXPECT_EQ(recs[0].close, CloseReason::kRst);
@@ -321,7 +321,7 @@ TEST(Tracker, ResetClosesAndNewSynStartsANewConnection) {
 TEST(Tracker, SimultaneousOpenIsOneConnection) {
   Conn k;
   k.c(kC, 0, kSyn);
-  k.s(kS, 0, kSyn); // both sides send a SYN
+  k.s(kS, 0, kSyn);  // both sides send a SYN
   k.c(kC, kS + 1, kSyn | kAck);
   k.s(kS, kC + 1, kSyn | kAck);
   k.c(kC + 1, kS + 1, kAck, 100);
@@ -341,7 +341,7 @@ TEST(Tracker, GroSuperSegmentCountsAsSeveralSegments) {
   k.feed(s2);
   k.c(kC + 1, kS + 1, kAck);
   k.s(kS + 1, kC + 1, kAck, 1460);
-  k.s(kS + 1 + 1460, kC + 1, kAck, 4 * 1460); // a 4-segment super-segment from GRO
+  k.s(kS + 1 + 1460, kC + 1, kAck, 4 * 1460);  // a 4-segment super-segment from GRO
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].s2c.max_flight_segments, 5u);
@@ -406,13 +406,13 @@ TEST(Tracker, FullTableEvictsAndCounts) {
 // as Linux does) is the truth the tracker's W_c samples must reproduce.
 struct SenderSim {
   Conn& k;
-  double beta;             // multiplicative decrease: 0.5 Reno, 0.7 CUBIC, 0.875 Scalable TCP
+  double beta;  // multiplicative decrease: 0.5 Reno, 0.7 CUBIC, 0.875 Scalable TCP
   uint32_t cwnd = 10;
   uint32_t cwnd_cnt = 0;
   uint32_t ssthresh = UINT32_MAX;
   uint64_t rtt_us = 20'000;
-  std::vector<uint32_t> wc_truth;   // cwnd - 1 at each loss detected in congestion avoidance
-  std::vector<double> md_truth;     // cwnd after / before at each loss
+  std::vector<uint32_t> wc_truth;  // cwnd - 1 at each loss detected in congestion avoidance
+  std::vector<double> md_truth;    // cwnd after / before at each loss
 
   uint32_t seq(uint32_t seg) const { return kS + 1 + seg * kMss; }
   void on_new_ack() {
@@ -464,7 +464,7 @@ struct SenderSim {
       }
       if (lost >= 0) {
         k.wait_us(rtt_us);
-        k.c(kC + 1, seq(next), kAck); // the resend filled the hole: everything acknowledged
+        k.c(kC + 1, seq(next), kAck);  // the resend filled the hole: everything acknowledged
         una = next;
       }
     }
@@ -491,7 +491,7 @@ TEST(Tracker, WcAtLossInCongestionAvoidanceMatchesSenderCwnd) {
   auto samples = k.samples();
   ASSERT_EQ(sim.wc_truth.size(), 2u);
   EXPECT_EQ(wc_values(samples, WcReason::kLossInCongestionAvoidance), sim.wc_truth);
-  EXPECT_TRUE(wc_values(samples, WcReason::kEndOfConnection).empty()); // it lost segments
+  EXPECT_TRUE(wc_values(samples, WcReason::kEndOfConnection).empty());  // it lost segments
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].close, CloseReason::kFin);
   EXPECT_EQ(recs[0].s2c.loss_events_fast, 3u);
@@ -515,7 +515,7 @@ TEST(Tracker, MultiplicativeDecreaseIsMeasured) {
 TEST(Tracker, EndOfConnectionWcWithoutLoss) {
   Conn k;
   SenderSim sim{k, 0.5};
-  sim.run(60, {}); // slow start only: 10, 20, 30 segments per round
+  sim.run(60, {});  // slow start only: 10, 20, 30 segments per round
   k.finish();
   auto samples = k.samples();
   auto ends = wc_values(samples, WcReason::kEndOfConnection);
@@ -571,5 +571,5 @@ TEST(Worker, StatePerConnectionIsReported) {
   EXPECT_EQ(Worker::bytes_per_flow(), sizeof(Flow));
 }
 
-} // namespace
-} // namespace spand::test
+}  // namespace
+}  // namespace spand::test

@@ -26,7 +26,7 @@ TEST(RedisUrl, Forms) {
   EXPECT_EQ(ep.host, "::1");
   EXPECT_EQ(ep.port, 6380);
   EXPECT_EQ(auth.user, "gw");
-  EXPECT_EQ(auth.password, "p@ss"); // the last '@' separates credentials from the host
+  EXPECT_EQ(auth.password, "p@ss");  // the last '@' separates credentials from the host
 
   EXPECT_FALSE(parse_redis_url("http://x:1", ep, auth, err));
   EXPECT_FALSE(parse_redis_url("redis://x:0", ep, auth, err));
@@ -60,5 +60,5 @@ TEST(Backoff, DoublesFrom100msTo5sWithJitter) {
   EXPECT_EQ(reconnect_backoff_ms(100, 1.0), 5000u);
 }
 
-} // namespace
-} // namespace spand
+}  // namespace
+}  // namespace spand

@@ -1,9 +1,9 @@
+#include "estimate.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
-
-#include "estimate.hpp"
 
 namespace spand {
 namespace {
@@ -47,7 +47,7 @@ TEST(Estimate, MeanStddevRttAgeAgainstDirectComputation) {
   EXPECT_NEAR(e.wc_stddev, stddev, 1e-9);
   EXPECT_NEAR(e.rtt_ms, (20.0 + 25.5 + 18.25) / 3, 1e-12);
   EXPECT_DOUBLE_EQ(e.min_rtt_ms, 18.25);
-  EXPECT_DOUBLE_EQ(e.age_s, 4.0); // newest sample: W_c at 106 s; now 110 s
+  EXPECT_DOUBLE_EQ(e.age_s, 4.0);  // newest sample: W_c at 106 s; now 110 s
   EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
   EXPECT_DOUBLE_EQ(e.decay_factor, 1.0);
 }
@@ -55,7 +55,7 @@ TEST(Estimate, MeanStddevRttAgeAgainstDirectComputation) {
 TEST(Estimate, VerdictThreshold) {
   Accumulator acc;
   for (int i = 0; i < 4; ++i) acc.add(wc(10, kSec));
-  EXPECT_EQ(compute_estimate(acc, 2 * kSec).verdict, Verdict::kSlowStart); // default 5
+  EXPECT_EQ(compute_estimate(acc, 2 * kSec).verdict, Verdict::kSlowStart);  // default 5
   acc.add(wc(10, kSec));
   EXPECT_EQ(compute_estimate(acc, 2 * kSec).verdict, Verdict::kUseEstimate);
   EXPECT_EQ(compute_estimate(acc, 2 * kSec, 6).verdict, Verdict::kSlowStart);
@@ -92,5 +92,5 @@ TEST(Estimate, DecayIsOffByDefaultAndHalvesPerHalfLife) {
   EXPECT_DOUBLE_EQ(compute_estimate(small, 300 * kSec, 5, d).wc_segments, 4.0);
 }
 
-} // namespace
-} // namespace spand
+}  // namespace
+}  // namespace spand

@@ -1,8 +1,9 @@
 // Key slots as the Redis Cluster specification defines them ("Keys distribution model",
 // "Hash tags"); the integration test also compares with a real server's CLUSTER KEYSLOT.
+#include "key_slot.hpp"
+
 #include <gtest/gtest.h>
 
-#include "key_slot.hpp"
 #include "sha1.hpp"
 
 namespace spand {
@@ -32,11 +33,11 @@ TEST(KeySlot, HashTagRulesFromSpec) {
   const TagCase cases[] = {
       {"{user1000}.following", "user1000"},
       {"{user1000}.followers", "user1000"},
-      {"foo{}{bar}", "foo{}{bar}"},   // empty first tag: whole key
-      {"foo{{bar}}zap", "{bar"},      // from the first '{' to the first '}'
-      {"foo{bar}{zap}", "bar"},       // only the first tag counts
+      {"foo{}{bar}", "foo{}{bar}"},  // empty first tag: whole key
+      {"foo{{bar}}zap", "{bar"},     // from the first '{' to the first '}'
+      {"foo{bar}{zap}", "bar"},      // only the first tag counts
       {"foo", "foo"},
-      {"foo{bar", "foo{bar"},         // no closing brace: whole key
+      {"foo{bar", "foo{bar"},  // no closing brace: whole key
       {"}foo{bar}", "bar"},
       {"spand:{198.51.100.0/24}:b:100", "198.51.100.0/24"},
   };
@@ -55,5 +56,5 @@ TEST(Sha1, FipsVectors) {
   EXPECT_EQ(sha1_hex(""), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
 }
 
-} // namespace
-} // namespace spand
+}  // namespace
+}  // namespace spand

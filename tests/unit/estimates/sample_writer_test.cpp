@@ -1,10 +1,9 @@
-#include <gtest/gtest.h>
+#include "sample_writer.hpp"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 
 #include <map>
-
-#include "sample_writer.hpp"
 
 namespace spand {
 namespace {
@@ -32,15 +31,16 @@ Sample make(SampleKind kind, const char* client, uint32_t value, uint64_t ts_ns,
 // Records what it is given; fails every update while `down`, or the ones matching `fail_prefix`.
 class FakeSink : public UpdateSink {
  public:
-  bool write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns, std::vector<uint8_t>& applied,
-                     std::string& error) override {
+  bool write_updates(std::vector<PendingUpdate>& updates, uint64_t clock_ns,
+                     std::vector<uint8_t>& applied, std::string& error) override {
     ++calls;
     last_clock_ns = clock_ns;
     applied.assign(updates.size(), 0);
     bool all = true;
     for (size_t i = 0; i < updates.size(); ++i) {
       if (updates[i].seq == 0) updates[i].seq = next_seq++;
-      bool fail = down || (!fail_prefix.empty() && updates[i].update.prefix.to_string() == fail_prefix);
+      bool fail =
+          down || (!fail_prefix.empty() && updates[i].update.prefix.to_string() == fail_prefix);
       if (fail) {
         all = false;
         continue;
@@ -76,12 +76,12 @@ TEST(SampleWriter, AccumulatesPerPrefixBucketAndOriginByCaptureTime) {
   Wall::time_point t0{};
   w.tick(0, t0);
   w.add(make(SampleKind::kWc, "198.51.100.1", 10, 101 * kSec));
-  w.add(make(SampleKind::kWc, "198.51.100.200", 20, 109 * kSec));   // same /24, same bucket
+  w.add(make(SampleKind::kWc, "198.51.100.200", 20, 109 * kSec));  // same /24, same bucket
   w.add(make(SampleKind::kRtt, "198.51.100.9", 5000, 109 * kSec + 5));
-  w.add(make(SampleKind::kWc, "198.51.100.1", 30, 110 * kSec));     // next bucket
-  w.add(make(SampleKind::kWc, "203.0.113.5", 40, 101 * kSec));      // other prefix
+  w.add(make(SampleKind::kWc, "198.51.100.1", 30, 110 * kSec));  // next bucket
+  w.add(make(SampleKind::kWc, "203.0.113.5", 40, 101 * kSec));   // other prefix
   w.add(make(SampleKind::kWc, "198.51.100.1", 50, 102 * kSec, SampleOrigin::kAgent));
-  w.add(make(SampleKind::kNewConnection, "198.51.100.1", 0, 103 * kSec)); // ignored
+  w.add(make(SampleKind::kNewConnection, "198.51.100.1", 0, 103 * kSec));  // ignored
   EXPECT_EQ(w.pending_keys(), 4u);
 
   // Not yet a flush interval of wall time: nothing is written, whatever the capture time says.
@@ -138,7 +138,7 @@ TEST(SampleWriter, BacklogKeepsFailedUpdatesWithTheirSeqAndIsBounded) {
   EXPECT_EQ(s.flush_errors_total, 3u);
   EXPECT_EQ(s.backlog_updates, 5u);
   EXPECT_EQ(s.backlog_dropped_total, 4u);
-  EXPECT_EQ(s.samples_dropped_total, 8u); // 2 samples in each dropped update
+  EXPECT_EQ(s.samples_dropped_total, 8u);  // 2 samples in each dropped update
   EXPECT_TRUE(sink.written.empty());
 
   sink.down = false;
@@ -193,5 +193,5 @@ TEST(SampleWriter, BackgroundFlushAndFinish) {
   EXPECT_EQ(w.stats().updates_written_total, 1u);
 }
 
-} // namespace
-} // namespace spand
+}  // namespace
+}  // namespace spand

@@ -1,6 +1,5 @@
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 
 #include "redis_schema.hpp"
 
@@ -62,7 +61,7 @@ TEST(Schema, ParseCidr) {
   EXPECT_EQ(p, v4_prefix("198.51.100.0", 24));
   ASSERT_TRUE(parse_cidr("2001:db8:1::/48", p));
   EXPECT_EQ(p.to_string(), "2001:db8:1::/48");
-  EXPECT_FALSE(parse_cidr("198.51.100.7/24", p)); // host bits set
+  EXPECT_FALSE(parse_cidr("198.51.100.7/24", p));  // host bits set
   EXPECT_FALSE(parse_cidr("198.51.100.0/33", p));
   EXPECT_FALSE(parse_cidr("198.51.100.0", p));
   EXPECT_FALSE(parse_cidr("nonsense/8", p));
@@ -83,5 +82,5 @@ TEST(Schema, ScriptsHaveTheirSha) {
   }
 }
 
-} // namespace
-} // namespace spand
+}  // namespace
+}  // namespace spand

@@ -83,4 +83,4 @@ class FakeSink final : public SampleSink {
   std::vector<Sample> samples;
 };
 
-} // namespace spand::test
+}  // namespace spand::test

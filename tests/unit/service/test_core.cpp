@@ -1,7 +1,6 @@
 // EstimatesCore with a fake store and clock: parsing, verdicts, cwnd_opt, limits, cache, Report.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 
@@ -64,9 +63,8 @@ v1::GetRequest req(const std::string& address) {
 
 TEST_F(CoreTest, UnparseableAddressesAreInvalidArgument) {
   EstimatesCore core = make();
-  for (const char* bad : {"", "hello", "1.2.3", "1.2.3.4.5", "256.1.1.1", "2001:db8::g",
-                          "1.2.3.4/", "1.2.3.4/abc", "1.2.3.4/-1", "1.2.3.4/24x", " 1.2.3.4",
-                          "1.2.3.4/24/8"}) {
+  for (const char* bad : {"", "hello", "1.2.3", "1.2.3.4.5", "256.1.1.1", "2001:db8::g", "1.2.3.4/",
+                          "1.2.3.4/abc", "1.2.3.4/-1", "1.2.3.4/24x", " 1.2.3.4", "1.2.3.4/24/8"}) {
     v1::Estimate out;
     const grpc::Status st = core.get(req(bad), out);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << "'" << bad << "'";
@@ -81,11 +79,11 @@ TEST_F(CoreTest, PrefixLengthOutOfRange) {
     const char* address;
     const char* message_part;
   };
-  for (const Case& c : {Case{"198.51.100.0/33", "out of range for IPv4"},
-                        Case{"198.51.100.0/300", "not a number"},
-                        Case{"2001:db8::/129", "out of range for IPv6"},
-                        Case{"198.51.0.0/16", "wider than the store's /24"},
-                        Case{"2001:db8::/32", "wider than the store's /48"}}) {
+  for (const Case& c :
+       {Case{"198.51.100.0/33", "out of range for IPv4"}, Case{"198.51.100.0/300", "not a number"},
+        Case{"2001:db8::/129", "out of range for IPv6"},
+        Case{"198.51.0.0/16", "wider than the store's /24"},
+        Case{"2001:db8::/32", "wider than the store's /48"}}) {
     v1::Estimate out;
     const grpc::Status st = core.get(req(c.address), out);
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.address;
@@ -96,8 +94,8 @@ TEST_F(CoreTest, PrefixLengthOutOfRange) {
 
 TEST_F(CoreTest, AddressesMapToTheConfiguredPrefix) {
   EstimatesCore core = make();
-  for (const char* a : {"198.51.100.7", "198.51.100.0/24", "198.51.100.200/32",
-                        "198.51.100.64/26", "::ffff:198.51.100.9"}) {
+  for (const char* a : {"198.51.100.7", "198.51.100.0/24", "198.51.100.200/32", "198.51.100.64/26",
+                        "::ffff:198.51.100.9"}) {
     v1::Estimate out;
     ASSERT_TRUE(core.get(req(a), out).ok()) << a;
     EXPECT_EQ(out.prefix(), "198.51.100.0/24") << a;
@@ -163,8 +161,8 @@ TEST_F(CoreTest, EstimateFields) {
   EXPECT_EQ(out.rtt_samples(), 3u);
   EXPECT_DOUBLE_EQ(out.rtt_ms(), 20.0);
   EXPECT_DOUBLE_EQ(out.min_rtt_ms(), 10.0);
-  EXPECT_DOUBLE_EQ(out.age_s(), 30.0); // clock 130 s, newest sample 100 s
-  EXPECT_EQ(store.last_now_ns(), 130 * kSecondNs); // the window ends at the service clock
+  EXPECT_DOUBLE_EQ(out.age_s(), 30.0);              // clock 130 s, newest sample 100 s
+  EXPECT_EQ(store.last_now_ns(), 130 * kSecondNs);  // the window ends at the service clock
 }
 
 TEST_F(CoreTest, CwndOptOnlyWithTransferBytes) {
@@ -178,7 +176,7 @@ TEST_F(CoreTest, CwndOptOnlyWithTransferBytes) {
   EXPECT_FALSE(out.has_pacing_rate_bps());
 
   v1::GetRequest r = req("198.51.100.1");
-  r.set_transfer_bytes(11 * 1460); // default mss 1460: F = 11
+  r.set_transfer_bytes(11 * 1460);  // default mss 1460: F = 11
   ASSERT_TRUE(core.get(r, out).ok());
   ASSERT_TRUE(out.has_cwnd_opt());
   EXPECT_EQ(out.cwnd_opt(), 5u);
@@ -272,7 +270,7 @@ TEST_F(CoreTest, CacheServesWithinTtl) {
   EstimatesCore core = make();
   v1::Estimate out;
   ASSERT_TRUE(core.get(req("198.51.100.1"), out).ok());
-  ASSERT_TRUE(core.get(req("198.51.100.2"), out).ok()); // same /24
+  ASSERT_TRUE(core.get(req("198.51.100.2"), out).ok());  // same /24
   EXPECT_EQ(store.reads(), 1u);
   cache_clock.advance_ms(999);
   ASSERT_TRUE(core.get(req("198.51.100.3"), out).ok());
@@ -280,13 +278,13 @@ TEST_F(CoreTest, CacheServesWithinTtl) {
   cache_clock.advance_ms(1);
   ASSERT_TRUE(core.get(req("198.51.100.3"), out).ok());
   EXPECT_EQ(store.reads(), 2u);
-  ASSERT_TRUE(core.get(req("203.0.113.1"), out).ok()); // another prefix misses
+  ASSERT_TRUE(core.get(req("203.0.113.1"), out).ok());  // another prefix misses
   EXPECT_EQ(store.reads(), 3u);
 }
 
 TEST_F(CoreTest, CacheIsBounded) {
   opts.cache_ttl_ms = 1000;
-  opts.cache_max_entries = 32; // 2 per shard
+  opts.cache_max_entries = 32;  // 2 per shard
   EstimatesCore core = make();
   v1::Estimate out;
   for (int i = 0; i < 200; ++i) {
@@ -325,7 +323,7 @@ TEST_F(CoreTest, ReportHandsAgentSamplesToTheSink) {
   m.set_client_address("198.51.100.7");
   m.set_wc_segments(12);
   m.set_rtt_us(15'000);
-  m.set_timestamp_ns(0); // "now" in the service clock
+  m.set_timestamp_ns(0);  // "now" in the service clock
   EXPECT_TRUE(core.report(m, summary));
   m.set_client_address("2001:db8::1");
   m.clear_rtt_us();
@@ -357,5 +355,5 @@ TEST_F(CoreTest, ReportWithoutSinkIsRejected) {
   EXPECT_FALSE(core.can_report());
 }
 
-} // namespace
-} // namespace spand
+}  // namespace
+}  // namespace spand

@@ -1,11 +1,10 @@
 // The gRPC shell and the Watch hub, over a real in-process gRPC server on a loopback port with a
 // fake store: status codes cross the wire, health and reflection are registered, Watch pushes.
-#include <gtest/gtest.h>
-
 #include <arpa/inet.h>
-#include <grpcpp/grpcpp.h>
 #include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 
@@ -111,8 +110,8 @@ TEST_F(ServiceTest, HealthServiceAnswersServing) {
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
-  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                    &response, [&](grpc::Status s) {
+  generic.UnaryCall(&ctx, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request, &response,
+                    [&](grpc::Status s) {
                       std::lock_guard lock(mu);
                       status = s;
                       done = true;
@@ -193,5 +192,5 @@ TEST_F(ServiceTest, ReportStream) {
   EXPECT_EQ(sink.samples[0].origin, SampleOrigin::kAgent);
 }
 
-} // namespace
-} // namespace spand
+}  // namespace
+}  // namespace spand
