@@ -3,7 +3,7 @@
 // RSS key on every multi-queue port both directions of a connection meet in one flow table, even
 // when a tap splits the directions over two ports. Single-queue ports (net_pcap, net_af_packet
 // without fanout, NICs without RSS) are polled by worker 0 alone. The main lcore drains the
-// workers' rings into the Collector. See docs/dpdk.md.
+// workers' rings into the Collector. See README, "spand-gateway on DPDK ports".
 #include <pcap/pcap.h>
 // DPDK 22.11 headers trip -Wvolatile and -Wshadow under C++20; they are not our code.
 #pragma GCC diagnostic push

@@ -1,5 +1,5 @@
 // spandctl: query a spand.v1 estimate server (get, watch, top) and compute cwnd_opt offline
-// (cwnd, from libspand). Usage and output formats: docs/spandctl.md.
+// (cwnd, from libspand). Usage and output formats: README, "spandctl".
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>

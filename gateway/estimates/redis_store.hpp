@@ -1,5 +1,5 @@
 // EstimateStore on Redis, one node or a Redis Cluster. Key schema and scripts: redis_schema.hpp
-// and docs/redis.md.
+// and README, "Redis aggregation (gateway/estimates/)".
 #pragma once
 
 #include <cstdint>

@@ -29,7 +29,7 @@ struct CoreOptions {
   size_t cache_max_entries = 100'000;
 };
 
-// Limits, part of the API contract (proto comments, docs/service.md).
+// Limits, part of the API contract (proto comments, README, "Estimate service (`spand.v1`)").
 inline constexpr size_t kMaxBatch = 1000;
 inline constexpr size_t kMaxWatchPrefixes = 1000;
 inline constexpr uint32_t kMaxTop = 1000;

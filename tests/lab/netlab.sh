@@ -2,7 +2,7 @@
 # A small network with a known truth: a Linux TCP server sends to clients through a router with a
 # rate-limited drop-tail bottleneck and a delay line, the router's server-facing port is captured
 # (where a span port would sit), and the server kernel's own tracepoints record its congestion
-# window, recovery state and retransmissions. See docs/lab.md.
+# window, recovery state and retransmissions. See README, "Lab: the gateway against the kernel's own truth".
 #
 # usage: netlab.sh OUTDIR CC DELAY_MS RATE LIMIT_BYTES TRANSFERS [SEED]
 #   CC           server congestion control (reno, cubic, bbr), set on the listening socket

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* spand sock_ops program: applies the agent's per-prefix policy (TCP/SPAND: initial window
  * cwnd_opt, ssthresh no higher, paced first window, SYN RTO seed) to TCP connections of the
- * cgroup it is attached to. Kernel mechanisms and their limits: docs/agent.md. */
+ * cgroup it is attached to. Kernel mechanisms and their limits: README, "spand-agent and libspand's socket hooks". */
 /* linux/bpf.h first: libbpf's helper declarations use its types. */
 #include <linux/bpf.h>
 /* (separate block so that include sorting keeps the order) */

@@ -1,5 +1,5 @@
 // spand-agent configuration: a TOML file (toml++) overridden by command-line flags. Errors
-// name the file and line. Keys and defaults: docs/agent.md.
+// name the file and line. Keys and defaults: README, "spand-agent and libspand's socket hooks".
 #pragma once
 
 #include <cstdint>
