@@ -1,6 +1,7 @@
 /* libspand: the server-side math of TCP/SPAND, as a C API that C and C++ callers link
  * (the estimate service and spand-agent). Definitions: DESIGN.md, "cwnd_opt" and "Pacing";
- * the derivation and the edge cases are written out in README, "libspand: cwnd_opt and pacing (C API) and `spandctl cwnd`".
+ * the derivation and the edge cases are written out in README, "libspand: cwnd_opt and pacing (C
+ * API) and `spandctl cwnd`".
  *
  * All windows and transfer sizes are in segments of the connection's MSS. Every function is
  * pure: no allocation, no locks, no syscalls, safe to call from any thread and per connection.

@@ -1,6 +1,7 @@
 // cwnd_opt, DESIGN.md Eq. 1-4, in closed form. Notation: W = W_c, S(m) = sum_{i=m}^{W} i,
 // T(k) = 1 + ... + k, so S(m) = T(W) - T(m - 1) for 1 <= m <= W + 1, r = F mod F_E.
-// Edge cases and their reasons are in spand.h and README, "libspand: cwnd_opt and pacing (C API) and `spandctl cwnd`".
+// Edge cases and their reasons are in spand.h and README, "libspand: cwnd_opt and pacing (C API)
+// and `spandctl cwnd`".
 #include <cmath>
 #include <cstdint>
 

@@ -1,7 +1,8 @@
 /* libspand per-socket hooks, owned by spand-agent: spand_tune applies a transfer-size-specific
  * initial window to one socket before its first data; spand_report hands the socket's
  * TCP_INFO to the local spand-agent, which reports it through spand.v1 Report.
- * What each kernel mechanism can and cannot do: README, "spand-agent and libspand's socket hooks". */
+ * What each kernel mechanism can and cannot do: README, "spand-agent and libspand's socket hooks".
+ */
 #ifndef SPAND_SOCKET_H
 #define SPAND_SOCKET_H
 

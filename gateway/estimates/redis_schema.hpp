@@ -1,6 +1,7 @@
-// The Redis key schema and the Lua scripts that read and write it (README, "Redis aggregation (gateway/estimates/)" describes both).
-// A prefix's whole window lives in one hash (one field per time bucket), so a read is a single
-// HMGET of the window's bucket fields: no script, about the cost of a GET in Redis.
+// The Redis key schema and the Lua scripts that read and write it (README, "Redis aggregation
+// (gateway/estimates/)" describes both). A prefix's whole window lives in one hash (one field per
+// time bucket), so a read is a single HMGET of the window's bucket fields: no script, about the
+// cost of a GET in Redis.
 #pragma once
 
 #include <cstdint>

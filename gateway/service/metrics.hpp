@@ -1,6 +1,6 @@
-// The appliance's Prometheus metrics (README, "Prometheus metrics"): health of capture, Redis writes and the
-// estimate service. Never a label whose values are prefixes or addresses. Thread-safe: gRPC
-// threads observe requests, the control thread feeds worker counters and flushes.
+// The appliance's Prometheus metrics (README, "Prometheus metrics"): health of capture, Redis
+// writes and the estimate service. Never a label whose values are prefixes or addresses.
+// Thread-safe: gRPC threads observe requests, the control thread feeds worker counters and flushes.
 #pragma once
 
 #include <grpcpp/support/status_code_enum.h>

@@ -1,5 +1,6 @@
 // spand-estimates: the estimate service without capture, backed by the same Redis as the
-// gateways (a stateless replica; run as many as the agents need). See README, "Estimate service (`spand.v1`)".
+// gateways (a stateless replica; run as many as the agents need). See README, "Estimate service
+// (`spand.v1`)".
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
