@@ -1,19 +1,36 @@
 #include "flow_table.hpp"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <new>
 
 namespace spand {
+
+namespace {
+
+// Zero pages on demand (not new[]: a table sized for millions of connections costs memory only
+// as slots are used). No MADV_HUGEPAGE: hashing spreads even a few flows over every 2 MB
+// region, so huge pages would commit the whole table at once.
+Flow* map_slots(uint32_t slots) {
+  const size_t bytes = size_t(slots) * sizeof(Flow);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) throw std::bad_alloc();
+  return static_cast<Flow*>(p);
+}
+
+}  // namespace
 
 FlowTable::FlowTable(uint32_t capacity)
     : capacity_(capacity < 1 ? 1 : capacity),
       // Load factor at most 0.8 keeps linear-probe chains short.
       slots_(capacity_ + capacity_ / 4 + 2),
       tags_(new uint32_t[slots_]()),
-      // calloc, not new[]: the kernel hands out zero pages lazily, so a table sized for
-      // millions of connections costs memory only as slots are used.
-      flows_(static_cast<Flow*>(std::calloc(slots_, sizeof(Flow)))) {
-  if (!flows_) throw std::bad_alloc();
+      flows_(map_slots(slots_), Unmap{size_t(slots_) * sizeof(Flow)}) {}
+
+void FlowTable::Unmap::operator()(Flow* p) const {
+  if (p) munmap(p, bytes);
 }
 
 uint32_t FlowTable::pick_victim(uint32_t hash) const {

@@ -107,10 +107,12 @@ class FlowTable {
   uint32_t size_ = 0;
   uint32_t cursor_ = 0;
   std::unique_ptr<uint32_t[]> tags_;
-  struct FreeDeleter {
-    void operator()(Flow* p) const { std::free(p); }
+  // Slot memory: anonymous pages, committed lazily by the kernel as slots are first used.
+  struct Unmap {
+    size_t bytes;
+    void operator()(Flow* p) const;
   };
-  std::unique_ptr<Flow[], FreeDeleter> flows_;
+  std::unique_ptr<Flow[], Unmap> flows_;
 };
 
 }  // namespace spand
