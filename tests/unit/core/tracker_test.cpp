@@ -6,6 +6,7 @@
 #include <cmath>
 #include <set>
 
+#include "../../common/packet_builder.hpp"
 #include "flow_table.hpp"
 #include "sim.hpp"
 
@@ -569,6 +570,64 @@ TEST(FlowTable, KeyIsTheSameForBothDirections) {
 TEST(Worker, StatePerConnectionIsReported) {
   // The benchmark quotes this; the test pins that the number is the real struct size.
   EXPECT_EQ(Worker::bytes_per_flow(), sizeof(Flow));
+}
+
+}  // namespace
+}  // namespace spand::test
+
+namespace spand::test {
+namespace {
+
+// Frames (not parsed packets) through the worker: link-layer details must not split or distort
+// a connection.
+struct FrameConn {
+  Worker w{Conn::small_config()};
+  uint64_t ts_ns = 1'000'000'000;
+  void feed(const TcpSeg& s, uint32_t snaplen = UINT32_MAX) {
+    const std::vector<uint8_t> f = build_frame(s, snaplen);
+    w.handle_frame(LinkType::kEthernet, f.data(), uint32_t(f.size()), wire_len_of(s), ts_ns);
+    ts_ns += 1'000'000;
+  }
+  std::vector<FlowRecord> finish() {
+    w.finish();
+    std::vector<FlowRecord> out;
+    FlowRecord r;
+    while (w.flows().pop(r)) out.push_back(r);
+    return out;
+  }
+};
+
+TcpSeg seg(bool from_client, uint32_t seq, uint32_t ack, uint8_t flags, uint32_t len = 0) {
+  TcpSeg s;
+  s.src = from_client ? "198.51.100.7" : "203.0.113.10";
+  s.dst = from_client ? "203.0.113.10" : "198.51.100.7";
+  s.sport = from_client ? 40000 : 80;
+  s.dport = from_client ? 80 : 40000;
+  s.seq = seq;
+  s.ack = ack;
+  s.flags = flags;
+  s.payload_len = len;
+  return s;
+}
+
+TEST(TrackerFrames, VlanTaggedOneWayQinqAndSnapLengthStayOneConnection) {
+  FrameConn k;
+  TcpSeg syn = seg(true, kC, 0, kSyn);
+  syn.vlans = {100};  // only the client's direction is tagged
+  k.feed(syn);
+  TcpSeg synack = seg(false, kS, kC + 1, kSyn | kAck);
+  k.feed(synack);
+  TcpSeg ack = seg(true, kC + 1, kS + 1, kAck);
+  ack.vlans = {200, 100};  // and later even double-tagged (QinQ)
+  k.feed(ack);
+  for (int i = 0; i < 5; ++i) k.feed(seg(false, kS + 1 + i * 1400, kC + 1, kAck, 1400), 96);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].vlan, 100);
+  EXPECT_EQ(recs[0].s2c.bytes, 5u * 1400);  // payload from the IP header, not the cut capture
+  EXPECT_EQ(recs[0].s2c.data_packets, 5u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 0u);
+  EXPECT_TRUE(recs[0].handshake_seen);
 }
 
 }  // namespace
