@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cstring>
 
 namespace spand {
 
@@ -10,16 +11,14 @@ Prefix prefix_with_len(const IpAddr& addr, uint8_t len) {
   Prefix p;
   p.net = addr;
   const bool v4 = addr.is_v4();
-  const unsigned max_len = v4 ? 32 : 128;
-  p.len = uint8_t(std::min<unsigned>(len, max_len));
+  p.len = uint8_t(std::min<unsigned>(len, v4 ? 32 : 128));
   const unsigned keep_bits = (v4 ? 96 : 0) + p.len;  // bits of the 128-bit form to keep
-  for (unsigned i = 0; i < 16; ++i) {
-    const unsigned bit0 = i * 8;
-    if (bit0 >= keep_bits) {
-      p.net.bytes[i] = 0;
-    } else if (bit0 + 8 > keep_bits) {
-      p.net.bytes[i] &= uint8_t(0xff << (8 - (keep_bits - bit0)));
-    }
+  // Clear the host bits: whole bytes past the prefix, then the partial byte.
+  const unsigned full = keep_bits / 8;
+  if (full < 16) {
+    std::memset(p.net.bytes.data() + full, 0, 16 - full);
+    if (keep_bits % 8)
+      p.net.bytes[full] = uint8_t(addr.bytes[full] & (0xff << (8 - keep_bits % 8)));
   }
   return p;
 }
@@ -71,9 +70,13 @@ bool parse_prefix(const std::string& text, Prefix& out) {
 }
 
 size_t PrefixHash::operator()(const Prefix& p) const noexcept {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (uint8_t b : p.net.bytes) h = (h ^ b) * 1099511628211ull;
-  return size_t((h ^ p.len) * 1099511628211ull);
+  // Two 64-bit words and the length, mixed (splitmix64 finalizer): cheap enough for every sample.
+  uint64_t h = p.net.word(0) * 0x9E3779B97F4A7C15ull ^ p.net.word(1) ^ (uint64_t(p.len) << 56);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return size_t(h ^ (h >> 31));
 }
 
 void Accumulator::add(const Sample& s) {
