@@ -2,11 +2,11 @@
 # Installs what spand needs, builds it, starts a throwaway local redis-server, and replays a
 # bundled capture through the gateway into Redis; prints the per-prefix summary, the exit summary
 # and one estimate read back over gRPC. Outputs land in ./quickstart-out/.
-# Usage: sudo deploy/quickstart.sh [CAPTURE]       (default: pcaps/real/zeek_bro.org.pcap)
+# Usage: sudo deploy/quickstart.sh [CAPTURE]       (default: pcaps/lab/cubic_3nets.pcap)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
-capture=${1:-pcaps/real/zeek_bro.org.pcap}
+capture=${1:-pcaps/lab/cubic_3nets.pcap}
 bash deploy/setup.sh >/dev/null
 [ -d build ] || meson setup build >/dev/null
 ninja -C build >/dev/null

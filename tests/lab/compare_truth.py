@@ -8,6 +8,7 @@ on every ACK) with our own reader below. Prints per-connection agreement and tot
 1 when agreement falls below the thresholds given on the command line.
 """
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -25,7 +26,8 @@ def endpoint(text):
 
 def kernel_truth(trace_path, offset_s):
     probes, states, rexmits = {}, {}, {}
-    for line in open(trace_path, errors='replace'):
+    opener = gzip.open if trace_path.endswith('.gz') else open
+    for line in opener(trace_path, 'rt', errors='replace'):
         m = PROBE.search(line)
         if m:
             t, dst, cwnd, ssth = m.groups()
