@@ -102,7 +102,8 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   if (const toml::table* a = root["agent"].as_table()) {
     r.unknown_keys(*a, {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
                         "report_socket", "prefix_len_v4", "prefix_len_v6", "refresh_interval_ms",
-                        "grpc_deadline_ms", "kernel_hz", "prefixes", "tune_outgoing"});
+                        "grpc_deadline_ms", "kernel_hz", "prefixes", "tune_outgoing",
+                        "sample_tcp_info", "sample_interval_ms", "sample_max_sockets"});
     r.string(*a, "estimate_server", cfg.estimate_server);
     r.string(*a, "estimates_file", cfg.estimates_file);
     if (const toml::node* n = a->get("mode")) {
@@ -124,6 +125,9 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.integer(*a, "grpc_deadline_ms", cfg.grpc_deadline_ms, 1, 60000);
     r.integer(*a, "kernel_hz", cfg.kernel_hz, 0, 10000);
     r.boolean(*a, "tune_outgoing", cfg.tune_outgoing);
+    r.boolean(*a, "sample_tcp_info", cfg.sample_tcp_info);
+    r.integer(*a, "sample_interval_ms", cfg.sample_interval_ms, 10, 3600000);
+    r.integer(*a, "sample_max_sockets", cfg.sample_max_sockets, 1, 16777216);
     if (const toml::node* n = a->get("prefixes")) {
       const toml::array* arr = n->as_array();
       if (!arr) {
@@ -222,6 +226,8 @@ std::optional<ConfigError> validate(const AgentConfig& cfg) {
         "(--server / --estimates-file)"};
   if (!cfg.estimate_server.empty() && !cfg.estimates_file.empty())
     return ConfigError{"set only one of estimate_server and estimates_file"};
+  if (cfg.sample_tcp_info && cfg.estimate_server.empty())
+    return ConfigError{"sample_tcp_info needs estimate_server: samples go out through Report"};
   if (cfg.ports.empty())
     return ConfigError{"no [[port]] configured: the agent needs a response size per port"};
   return std::nullopt;

@@ -48,6 +48,10 @@ struct AgentConfig {
   uint32_t grpc_deadline_ms = 200;
   uint32_t kernel_hz = 0;      // 0: read CONFIG_HZ from the kernel config
   bool tune_outgoing = false;  // BPF: also connections this host opens (port-0 policy)
+  // TCP_INFO sampling of connections accepted on the configured ports, sent through Report.
+  bool sample_tcp_info = false;
+  uint32_t sample_interval_ms = 200;
+  uint32_t sample_max_sockets = 65536;  // per-socket table; sockets beyond it are counted, skipped
   bool dry_run = false;
   std::vector<Prefix> static_prefixes;  // fetched whether or not connections are seen
   std::vector<PortConfig> ports;

@@ -29,6 +29,8 @@ struct ReportItem {
   std::string client_address;
   uint32_t wc_segments = 0;  // 0 = absent
   uint32_t rtt_us = 0;       // 0 = absent
+  // ReportSample.source: which of the agent's producers took the sample.
+  const char* source = "spand-agent/spand_report";
 };
 
 enum class FetchStatus {

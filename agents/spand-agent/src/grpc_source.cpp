@@ -151,7 +151,7 @@ bool GrpcEstimateSource::report(const std::vector<ReportItem>& items) {
     s.set_client_address(it.client_address);
     s.set_wc_segments(it.wc_segments);
     s.set_rtt_us(it.rtt_us);
-    s.set_source("tcp_info");
+    s.set_source(it.source);
     if (!writer->Write(s)) break;
   }
   writer->WritesDone();

@@ -11,6 +11,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -31,6 +33,8 @@
 #include "route_applier.hpp"
 #include "sock_diag.hpp"
 #include "spand_socket.h"
+#include "tcp_info_dump.hpp"
+#include "tcp_info_sampler.hpp"
 #ifdef SPAND_AGENT_GRPC
 #include "grpc_source.hpp"
 #endif
@@ -101,6 +105,9 @@ void usage(std::FILE* out) {
       "      --min-samples N        fewer W_c samples: slow start (default 3)\n"
       "      --metrics ADDR:PORT    /metrics listener (default 127.0.0.1:9464; '' = off)\n"
       "      --report-socket PATH   unix datagram socket for spand_report ('' = off)\n"
+      "      --sample-tcp-info      report W_c and RTT samples from the TCP_INFO of connections\n"
+      "                             on the configured ports (needs --server)\n"
+      "      --sample-interval-ms N between two sock_diag dumps (default 200)\n"
       "      --dry-run              print what would be applied; change nothing\n"
       "      --once                 one refresh, then exit (removing what was applied)\n"
       "  -h, --help\n");
@@ -185,28 +192,98 @@ int open_report_socket(const std::string& path) {
   return s;
 }
 
+// TCP_INFO samples on their way to Report, and what became of them (for /metrics).
+struct TcpReporter {
+  std::vector<TcpSample> pending;
+  std::array<uint64_t, 3> sent_by_kind{};
+  uint64_t dropped = 0;
+};
+
+constexpr size_t kMaxPendingTcpSamples = 10000;  // the service is down: drop, do not grow
+
+#ifdef SPAND_AGENT_GRPC
+// One dump, its samples, one Report call. `grpc` null (dry run): samples are printed instead.
+void sample_tcp_info(const AgentConfig& cfg, TcpInfoSampler& sampler, TcpReporter& rep,
+                     GrpcEstimateSource* grpc) {
+  TcpInfoDump dump;
+  std::string err;
+  if (!dump_tcp_info(dump, err)) {
+    // A partial dump would look like ended connections: skip the interval instead.
+    std::fprintf(stderr, "spand-agent: tcp_info: %s\n", err.c_str());
+    return;
+  }
+  auto sockets = accepted_sockets(dump, [&](uint16_t port) {
+    const PortConfig* pc = cfg.port(port);
+    return pc && pc->enabled;
+  });
+  size_t before = rep.pending.size();
+  sampler.on_dump(sockets, rep.pending);
+  if (!grpc) {
+    static const char* kKind[] = {"rtt_us", "wc_loss_segments", "wc_end_segments"};
+    for (size_t i = before; i < rep.pending.size(); ++i)
+      std::fprintf(stderr, "spand-agent: dry-run: sample %s=%u client=%s\n",
+                   kKind[static_cast<size_t>(rep.pending[i].kind)], rep.pending[i].value,
+                   rep.pending[i].remote.addr_str().c_str());
+    rep.pending.clear();
+    return;
+  }
+  if (rep.pending.empty()) return;
+  std::vector<ReportItem> items;
+  items.reserve(rep.pending.size());
+  for (const TcpSample& t : rep.pending) {
+    ReportItem it;
+    it.client_address = t.remote.addr_str();
+    if (t.kind == TcpSampleKind::kRtt)
+      it.rtt_us = t.value;
+    else
+      it.wc_segments = t.value;
+    it.source = "spand-agent/tcp_info";
+    items.push_back(std::move(it));
+  }
+  if (grpc->report(items)) {
+    for (const TcpSample& t : rep.pending) ++rep.sent_by_kind[static_cast<size_t>(t.kind)];
+    rep.pending.clear();
+  } else if (rep.pending.size() > kMaxPendingTcpSamples) {
+    rep.dropped += rep.pending.size();
+    rep.pending.clear();
+  }
+}
+#endif
+
 int run(int argc, char** argv) {
   AgentConfig cfg;
   std::string config_path;
   // Flags win over the file: collect them first, apply after loading it.
   std::vector<std::pair<int, std::string>> flags;
   bool once = false;
-  enum { kMaxCwnd = 1000, kMinSamples, kMetrics, kReportSocket, kDryRun, kOnce };
-  static const option opts[] = {{"config", required_argument, nullptr, 'c'},
-                                {"server", required_argument, nullptr, 's'},
-                                {"estimates-file", required_argument, nullptr, 'f'},
-                                {"mode", required_argument, nullptr, 'm'},
-                                {"cgroup", required_argument, nullptr, 'g'},
-                                {"port", required_argument, nullptr, 'p'},
-                                {"prefix", required_argument, nullptr, 'P'},
-                                {"max-initial-cwnd", required_argument, nullptr, kMaxCwnd},
-                                {"min-samples", required_argument, nullptr, kMinSamples},
-                                {"metrics", required_argument, nullptr, kMetrics},
-                                {"report-socket", required_argument, nullptr, kReportSocket},
-                                {"dry-run", no_argument, nullptr, kDryRun},
-                                {"once", no_argument, nullptr, kOnce},
-                                {"help", no_argument, nullptr, 'h'},
-                                {nullptr, 0, nullptr, 0}};
+  enum {
+    kMaxCwnd = 1000,
+    kMinSamples,
+    kMetrics,
+    kReportSocket,
+    kDryRun,
+    kOnce,
+    kSampleTcpInfo,
+    kSampleIntervalMs
+  };
+  static const option opts[] = {
+      {"config", required_argument, nullptr, 'c'},
+      {"server", required_argument, nullptr, 's'},
+      {"estimates-file", required_argument, nullptr, 'f'},
+      {"mode", required_argument, nullptr, 'm'},
+      {"cgroup", required_argument, nullptr, 'g'},
+      {"port", required_argument, nullptr, 'p'},
+      {"prefix", required_argument, nullptr, 'P'},
+      {"max-initial-cwnd", required_argument, nullptr, kMaxCwnd},
+      {"min-samples", required_argument, nullptr, kMinSamples},
+      {"metrics", required_argument, nullptr, kMetrics},
+      {"report-socket", required_argument, nullptr, kReportSocket},
+      {"sample-tcp-info", no_argument, nullptr, kSampleTcpInfo},
+      {"sample-interval-ms", required_argument, nullptr, kSampleIntervalMs},
+      {"dry-run", no_argument, nullptr, kDryRun},
+      {"once", no_argument, nullptr, kOnce},
+      {"help", no_argument, nullptr, 'h'},
+      {nullptr, 0, nullptr, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "c:s:f:m:g:p:P:h", opts, nullptr)) != -1) {
     switch (c) {
@@ -221,6 +298,9 @@ int run(int argc, char** argv) {
         break;
       case kOnce:
         once = true;
+        break;
+      case kSampleTcpInfo:
+        flags.emplace_back(c, "");
         break;
       case '?':
         usage(stderr);
@@ -292,6 +372,20 @@ int run(int argc, char** argv) {
       case kReportSocket:
         cfg.report_socket = val;
         break;
+      case kSampleTcpInfo:
+        cfg.sample_tcp_info = true;
+        break;
+      case kSampleIntervalMs: {
+        char* end = nullptr;
+        unsigned long ms = std::strtoul(val.c_str(), &end, 10);
+        if (val.empty() || *end || ms < 10 || ms > 3600000) {
+          std::fprintf(stderr, "spand-agent: --sample-interval-ms '%s': expected 10..3600000\n",
+                       val.c_str());
+          return kExitUsage;
+        }
+        cfg.sample_interval_ms = static_cast<uint32_t>(ms);
+        break;
+      }
     }
   }
   if (auto err = validate(cfg)) {
@@ -417,32 +511,53 @@ int run(int argc, char** argv) {
       cfg.estimates_file.empty() ? cfg.estimate_server.c_str() : cfg.estimates_file.c_str());
 
   std::vector<ReportItem> reports;
+  TcpInfoSampler sampler(cfg.sample_max_sockets);
+  TcpReporter tcp_reporter;
+  if (cfg.sample_tcp_info)
+    std::fprintf(stderr, "spand-agent: sampling tcp_info every %u ms (table of %u sockets)\n",
+                 cfg.sample_interval_ms, cfg.sample_max_sockets);
+  double next_refresh_s = clock.now_s();
+  double next_sample_s = next_refresh_s;
   while (!g_stop) {
-    std::vector<TcpConn> conns;
-    std::string derr;
-    if (dump_tcp_sockets(conns, derr)) {
-      for (const Prefix& p : accepted_remotes(conns, [&](uint16_t port) {
-             const PortConfig* pc = cfg.port(port);
-             return pc && pc->enabled;
-           }))
-        core.observe(p);
-    }
-    core.tick();
-    uint64_t grpc_errors = 0;
+    if (cfg.sample_tcp_info && clock.now_s() >= next_sample_s) {
+      next_sample_s = clock.now_s() + cfg.sample_interval_ms / 1000.0;
 #ifdef SPAND_AGENT_GRPC
-    if (grpc_source) {
-      grpc_errors = grpc_source->errors();
-      if (!reports.empty() && grpc_source->report(reports)) reports.clear();
-      if (reports.size() > 10000) reports.clear();  // the service is down: drop, do not grow
-    }
+      sample_tcp_info(cfg, sampler, tcp_reporter, cfg.dry_run ? nullptr : grpc_source);
 #endif
-    if (metrics)
-      metrics->update(core.counters(), grpc_errors, kernel->active(),
-                      route_applier ? route_applier->routes() : 0,
-                      bpf_applier ? bpf_applier->program_stats() : std::vector<uint64_t>{});
-    if (once) break;
+    }
+    if (clock.now_s() >= next_refresh_s) {
+      next_refresh_s = clock.now_s() + cfg.refresh_interval_ms / 1000.0;
+      std::vector<TcpConn> conns;
+      std::string derr;
+      if (dump_tcp_sockets(conns, derr)) {
+        for (const Prefix& p : accepted_remotes(conns, [&](uint16_t port) {
+               const PortConfig* pc = cfg.port(port);
+               return pc && pc->enabled;
+             }))
+          core.observe(p);
+      }
+      core.tick();
+      uint64_t grpc_errors = 0;
+#ifdef SPAND_AGENT_GRPC
+      if (grpc_source) {
+        grpc_errors = grpc_source->errors();
+        if (!reports.empty() && grpc_source->report(reports)) reports.clear();
+        if (reports.size() > 10000) reports.clear();  // the service is down: drop, do not grow
+      }
+#endif
+      if (metrics)
+        metrics->update(core.counters(), grpc_errors, kernel->active(),
+                        route_applier ? route_applier->routes() : 0,
+                        bpf_applier ? bpf_applier->program_stats() : std::vector<uint64_t>{});
+      if (metrics && cfg.sample_tcp_info)
+        metrics->update_sampler(sampler.counters(), tcp_reporter.sent_by_kind, tcp_reporter.dropped,
+                                sampler.tracked());
+      if (once) break;
+    }
+    double next_s = cfg.sample_tcp_info ? std::min(next_refresh_s, next_sample_s) : next_refresh_s;
+    int timeout_ms = std::max(0, static_cast<int>((next_s - clock.now_s()) * 1000.0 + 0.999));
     pollfd pfd{report_fd, POLLIN, 0};
-    int n = poll(&pfd, report_fd >= 0 ? 1 : 0, static_cast<int>(cfg.refresh_interval_ms));
+    int n = poll(&pfd, report_fd >= 0 ? 1 : 0, timeout_ms);
     if (n > 0 && (pfd.revents & POLLIN)) {
       spand_report_msg msg{};
       while (recv(report_fd, &msg, sizeof(msg), 0) == static_cast<ssize_t>(sizeof(msg))) {

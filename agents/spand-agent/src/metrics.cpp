@@ -21,6 +21,14 @@ struct AgentMetrics::Impl {
   std::vector<prometheus::Counter*> program;
   std::vector<uint64_t> last_program;
   CoreCounters last{};
+  prometheus::Counter* sampled;
+  prometheus::Counter* table_full;
+  prometheus::Counter* tcp_dropped;
+  prometheus::Gauge* tracked;
+  std::array<prometheus::Counter*, 3> sent{};
+  SamplerCounters last_sampler{};
+  std::array<uint64_t, 3> last_sent{};
+  uint64_t last_dropped = 0;
   uint64_t last_grpc_errors = 0;
 
   explicit Impl(const std::string& listen) : exposer(listen) {
@@ -66,6 +74,33 @@ struct AgentMetrics::Impl {
           "pacing_lifted", "clamp_raised", "tune_applied", "state_full", "rto_seeded"})
       program.push_back(&prog_family.Add({{"event", ev}}));
     last_program.assign(program.size(), 0);
+    sampled = &prometheus::BuildCounter()
+                   .Name("spand_agent_tcp_info_sockets_sampled_total")
+                   .Help("Socket snapshots read from sock_diag (one per socket per interval)")
+                   .Register(*registry)
+                   .Add({});
+    table_full = &prometheus::BuildCounter()
+                      .Name("spand_agent_tcp_info_table_full_total")
+                      .Help("Socket snapshots skipped because the per-socket table was full")
+                      .Register(*registry)
+                      .Add({});
+    tcp_dropped = &prometheus::BuildCounter()
+                       .Name("spand_agent_tcp_info_samples_dropped_total")
+                       .Help("TCP_INFO samples dropped while the service could not take them")
+                       .Register(*registry)
+                       .Add({});
+    tracked = &prometheus::BuildGauge()
+                   .Name("spand_agent_tcp_info_sockets_tracked")
+                   .Help("Sockets in the TCP_INFO sampler's table")
+                   .Register(*registry)
+                   .Add({});
+    auto& sent_family = prometheus::BuildCounter()
+                            .Name("spand_agent_tcp_info_samples_sent_total")
+                            .Help("TCP_INFO samples the service accepted through Report, by kind")
+                            .Register(*registry);
+    // Same order as TcpSampleKind.
+    const char* kinds[] = {"rtt", "wc_loss", "wc_end"};
+    for (size_t i = 0; i < sent.size(); ++i) sent[i] = &sent_family.Add({{"kind", kinds[i]}});
     exposer.RegisterCollectable(registry);
   }
 };
@@ -90,6 +125,23 @@ void AgentMetrics::update(const CoreCounters& c, uint64_t grpc_errors, bool prog
   m.routes->Set(static_cast<double>(routes_installed));
   m.last = c;
   m.last_grpc_errors = grpc_errors;
+}
+
+void AgentMetrics::update_sampler(const SamplerCounters& c,
+                                  const std::array<uint64_t, 3>& sent_by_kind, uint64_t dropped,
+                                  size_t tracked) {
+  Impl& m = *impl_;
+  m.sampled->Increment(
+      static_cast<double>(c.sockets_sampled_total - m.last_sampler.sockets_sampled_total));
+  m.table_full->Increment(
+      static_cast<double>(c.table_full_total - m.last_sampler.table_full_total));
+  for (size_t i = 0; i < m.sent.size(); ++i)
+    m.sent[i]->Increment(static_cast<double>(sent_by_kind[i] - m.last_sent[i]));
+  m.tcp_dropped->Increment(static_cast<double>(dropped - m.last_dropped));
+  m.tracked->Set(static_cast<double>(tracked));
+  m.last_sampler = c;
+  m.last_sent = sent_by_kind;
+  m.last_dropped = dropped;
 }
 
 }  // namespace spand::agent

@@ -1,11 +1,13 @@
 // /metrics for the agent's health (prometheus-cpp). No label carries a prefix or address.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "agent_core.hpp"
+#include "tcp_info_sampler.hpp"
 
 namespace prometheus {
 class Exposer;
@@ -22,6 +24,10 @@ class AgentMetrics {
   // `program_stats`: the sock_ops program's counters (SPAND_STAT_*), empty outside BPF mode.
   void update(const CoreCounters& c, uint64_t grpc_errors, bool program_attached,
               size_t routes_installed, const std::vector<uint64_t>& program_stats);
+  // TCP_INFO sampling: the sampler's counters, samples the service took by kind (cumulative),
+  // samples dropped while the service was unreachable, sockets in the table now.
+  void update_sampler(const SamplerCounters& c, const std::array<uint64_t, 3>& sent_by_kind,
+                      uint64_t dropped, size_t tracked);
 
  private:
   struct Impl;

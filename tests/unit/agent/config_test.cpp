@@ -80,3 +80,38 @@ TEST(Config, ValidateNeedsOneSourceAndPorts) {
 
 }  // namespace
 }  // namespace spand::agent
+
+namespace spand::agent {
+namespace {
+
+TEST(Config, TcpInfoSampling) {
+  AgentConfig c;
+  auto err = load_config_string(R"(
+[agent]
+estimate_server = "10.0.0.1:50051"
+sample_tcp_info = true
+sample_interval_ms = 100
+sample_max_sockets = 4096
+[[port]]
+port = 443
+response_bytes = 50000
+)",
+                                "t.toml", c);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_TRUE(c.sample_tcp_info);
+  EXPECT_EQ(c.sample_interval_ms, 100u);
+  EXPECT_EQ(c.sample_max_sockets, 4096u);
+  EXPECT_FALSE(validate(c));
+  // Samples leave through Report: a static estimates file has nowhere to send them.
+  c.estimate_server.clear();
+  c.estimates_file = "e.json";
+  ASSERT_TRUE(validate(c));
+  EXPECT_NE(validate(c)->message.find("sample_tcp_info"), std::string::npos);
+  AgentConfig d;
+  err = load_config_string("[agent]\nsample_interval_ms = 1\n", "t.toml", d);
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->message.find("t.toml:2:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spand::agent
