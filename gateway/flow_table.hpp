@@ -38,6 +38,14 @@ class FlowTable {
     }
   }
 
+  // Starts loading the probe tag and the home slot of `hash` into the cache.
+  void prefetch(uint32_t hash) const {
+    const uint32_t i = home(tag_of(hash));
+    __builtin_prefetch(&tags_[i]);
+    const char* line = reinterpret_cast<const char*>(&flows_[i]);
+    for (size_t off = 0; off < sizeof(Flow); off += 64) __builtin_prefetch(line + off);
+  }
+
   // Inserts a new, zeroed flow for `key` (not present). When full, `on_evict(Flow&)` is called on
   // the victim before it is removed. Returns the new flow (never null: capacity >= 1).
   template <typename OnEvict>

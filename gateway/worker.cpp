@@ -61,12 +61,37 @@ bool Worker::expired(const Flow& f) const {
 }
 
 void Worker::handle_packet(const ParsedPacket& p) {
+  bool src_is_lo = false;
+  const FlowKey key = make_key(p, src_is_lo);
+  track(p, key, hash_key(key), src_is_lo);
+}
+
+void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    const FrameRef& fr = frames[i];
+    Staged& st = staged_[i];
+    ++counters_.frames;
+    counters_.bytes += fr.wire_len;
+    const Drop d = parse_frame(link, fr.data, fr.caplen, fr.wire_len, fr.ts_ns, st.pkt);
+    st.ok = d == Drop::kNone;
+    if (!st.ok) {
+      ++counters_.drops[static_cast<size_t>(d)];
+      continue;
+    }
+    st.key = make_key(st.pkt, st.src_is_lo);
+    st.hash = hash_key(st.key);
+    table_->prefetch(st.hash);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const Staged& st = staged_[i];
+    if (st.ok) track(st.pkt, st.key, st.hash, st.src_is_lo);
+  }
+}
+
+void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo) {
   ++counters_.tcp_packets;
   if (p.opt.malformed) ++counters_.tcp_option_errors;
   if (p.ts_ns > now_ns_) now_ns_ = p.ts_ns;
-  bool src_is_lo = false;
-  const FlowKey key = make_key(p, src_is_lo);
-  const uint32_t hash = hash_key(key);
   Flow* f = table_->find(key, hash);
   if (f && Tracker::is_new_incarnation(*f, p, src_is_lo)) {
     tracker_->close(*f, expiry_reason(*f));

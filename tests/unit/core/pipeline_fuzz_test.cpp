@@ -79,3 +79,68 @@ TEST(PipelineFuzz, RandomAndMutatedFramesAreTrackedOrCountedNeverFatal) {
 
 }  // namespace
 }  // namespace spand::test
+
+namespace spand::test {
+namespace {
+
+// handle_burst() must be an exact stand-in for handle_frame() one frame at a time.
+TEST(PipelineBurst, SameRecordsAndCountersAsOneByOne) {
+  WorkerConfig cfg;
+  cfg.flow_capacity = 256;
+  cfg.ring_capacity = 1 << 14;
+  Worker one(cfg), burst(cfg);
+  std::mt19937_64 rng(7);
+  std::vector<std::vector<uint8_t>> frames;
+  std::vector<uint32_t> wire;
+  for (int i = 0; i < 20'000; ++i) {
+    TcpSeg s;
+    const int conn = int(rng() % 300);
+    const bool from_client = rng() % 2;
+    s.src = from_client ? "10.0." + std::to_string(conn % 250) + ".1" : "192.0.2.1";
+    s.dst = from_client ? "192.0.2.1" : "10.0." + std::to_string(conn % 250) + ".1";
+    s.sport = from_client ? uint16_t(2000 + conn) : 80;
+    s.dport = from_client ? 80 : uint16_t(2000 + conn);
+    s.seq = uint32_t(rng() % 100000);
+    s.ack = uint32_t(rng() % 100000);
+    s.flags = rng() % 50 == 0 ? uint8_t(kSyn) : uint8_t(kAck | (rng() % 30 == 0 ? kFin : 0));
+    s.payload_len = uint32_t(rng() % 3) * 700;
+    frames.push_back(build_frame(s, 128));
+    wire.push_back(wire_len_of(s));
+    if (rng() % 10 == 0) frames.back().resize(rng() % frames.back().size());  // some truncated
+  }
+  uint64_t ts = 1'000'000;
+  std::vector<Worker::FrameRef> refs;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    ts += 1000;
+    one.handle_frame(LinkType::kEthernet, frames[i].data(), uint32_t(frames[i].size()), wire[i],
+                     ts);
+    refs.push_back({frames[i].data(), uint32_t(frames[i].size()), wire[i], ts});
+    if (refs.size() == Worker::kBurst || rng() % 7 == 0) {  // bursts of every size
+      burst.handle_burst(LinkType::kEthernet, refs.data(), uint32_t(refs.size()));
+      refs.clear();
+    }
+  }
+  burst.handle_burst(LinkType::kEthernet, refs.data(), uint32_t(refs.size()));
+  one.finish();
+  burst.finish();
+  auto records = [](Worker& w) {
+    std::vector<std::string> out;
+    FlowRecord r;
+    while (w.flows().pop(r)) {
+      out.push_back(std::to_string(r.client_port) + "/" + std::to_string(int(r.close)) + "/" +
+                    std::to_string(r.c2s.bytes) + "/" + std::to_string(r.s2c.bytes) + "/" +
+                    std::to_string(r.s2c.rexmt_packets) + "/" + std::to_string(r.c2s.packets) +
+                    "/" + std::to_string(r.last_ns));
+    }
+    return out;
+  };
+  EXPECT_EQ(records(one), records(burst));
+  EXPECT_EQ(one.counters().tcp_packets, burst.counters().tcp_packets);
+  EXPECT_EQ(one.counters().drops, burst.counters().drops);
+  EXPECT_EQ(one.counters().samples_rtt, burst.counters().samples_rtt);
+  EXPECT_EQ(one.counters().flows_evicted, burst.counters().flows_evicted);
+  EXPECT_GT(one.counters().flows_evicted, 0u);
+}
+
+}  // namespace
+}  // namespace spand::test
