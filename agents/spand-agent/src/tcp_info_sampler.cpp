@@ -15,11 +15,15 @@ bool in_congestion_avoidance(const TcpInfoSnapshot& s) {
          s.ssthresh_segments < kInfiniteSsthresh && s.cwnd_segments >= s.ssthresh_segments;
 }
 
-// A loss the sender reacted to: a retransmission, and ssthresh recomputed. A retransmission
-// alone may be a tail loss probe or a spurious timeout that was undone; an ssthresh change
-// alone may be ECN.
+// A loss the sender reacted to: a retransmission, and a congestion response (ssthresh
+// recomputed, cwnd lower than before, or recovery still under way). A retransmission alone may
+// be a tail loss probe or a spurious timeout already undone; a response alone may be ECN. The
+// new ssthresh alone is not enough: Reno in steady state lands on the same ssthresh each epoch.
 bool new_loss(const TcpInfoSnapshot& prev, const TcpInfoSnapshot& cur) {
-  return cur.total_retrans > prev.total_retrans && cur.ssthresh_segments != prev.ssthresh_segments;
+  if (cur.total_retrans <= prev.total_retrans) return false;
+  return cur.ssthresh_segments != prev.ssthresh_segments ||
+         cur.cwnd_segments < prev.cwnd_segments || cur.ca_state == CaState::kRecovery ||
+         cur.ca_state == CaState::kLoss;
 }
 
 }  // namespace

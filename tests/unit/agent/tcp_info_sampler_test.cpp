@@ -104,13 +104,28 @@ TEST(TcpInfoSampler, DisorderIsStillCongestionAvoidance) {
   EXPECT_EQ(values(o, TcpSampleKind::kWcLoss), V{21});  // max(22, 2 * 11) - 1
 }
 
-TEST(TcpInfoSampler, RetransmissionWithoutSsthreshChangeIsNoLoss) {
+TEST(TcpInfoSampler, RetransmissionWithoutCongestionResponseIsNoLoss) {
   TcpInfoSampler s(16);
   // A tail loss probe (or an undone spurious timeout) retransmits but the sender kept its
-  // ssthresh: no congestion response, no sample.
+  // ssthresh and cwnd and is in Open: no congestion response, no sample.
   step(s, {snap(1, 24, 20, 0, 1000)});
   auto o = step(s, {snap(1, 25, 20, 1, 2000)});
   EXPECT_TRUE(values(o, TcpSampleKind::kWcLoss).empty());
+}
+
+TEST(TcpInfoSampler, SteadyStateRenoLossWithTheSameSsthresh) {
+  TcpInfoSampler s(16);
+  // Reno's saw-tooth: each epoch grows from 24 to 48 and halves back to 24, so the new
+  // ssthresh equals the old one; the recovery ended between two dumps (state Open again). The
+  // lower cwnd and the retransmissions show the loss: cwnd at the loss 2 x 24 = 48, W_c 47.
+  step(s, {snap(1, 46, 24, 10, 1000)});
+  auto o = step(s, {snap(1, 24, 24, 12, 2000)});
+  EXPECT_EQ(values(o, TcpSampleKind::kWcLoss), V{47});
+  // Next epoch, caught at the start of its recovery: ssthresh again 24 and cwnd not yet
+  // reduced; the state shows the loss. cwnd at the loss: max(47 seen before, 2 x 24) = 48.
+  step(s, {snap(1, 47, 24, 12, 3000)});
+  o = step(s, {snap(1, 47, 24, 14, 3100, CaState::kRecovery)});
+  EXPECT_EQ(values(o, TcpSampleKind::kWcLoss), V{47});
 }
 
 TEST(TcpInfoSampler, SsthreshChangeWithoutRetransmissionIsNoLoss) {

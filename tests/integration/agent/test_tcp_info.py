@@ -1,0 +1,210 @@
+"""spand-agent --sample-tcp-info on the real kernel: a server and a client namespace joined
+through a delay namespace (tests/lab/delay_line.py, fixed one-way delay) with a TBF drop-tail
+bottleneck towards the client, so transfers see a known RTT and congestion losses. The agent
+reports to a fake Report sink (report_sink.py); the kernel's tcp:tcp_probe gives the true cwnd
+at each loss to compare the agent's W_c samples with."""
+import json
+import os
+import re
+import statistics
+import subprocess
+import time
+
+import pytest
+
+from lab import Lab, MSS, WAIT_S, sh
+
+AGENT = os.environ.get("SPAND_AGENT", "spand-agent")
+TUNE_SERVER = os.environ.get("TUNE_SERVER", "agent_tune_server")
+DESCRIPTOR = os.environ.get("SPAND_DESC", "")
+DELAY_LINE = os.environ.get("DELAY_LINE", "")
+PORT = 8080
+ONE_WAY_MS = 10
+RTT_MS = 2 * ONE_WAY_MS
+RATE_MBIT = 20
+LIMIT_BYTES = 20000       # drop-tail buffer: at most 8 ms of queue at 20 Mbit/s
+SIZE = 3_000_000          # 1.2 s at 20 Mbit/s: several loss epochs in congestion avoidance
+TRANSFERS = 3
+SHORT_SIZE = 40_000       # 28 segments: ends in slow start, its flight (<= 20) far below a loss
+INTERVAL_MS = 20          # one RTT: the short transfer (3 RTTs) is seen several times
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, tracefs)"),
+    pytest.mark.skipif(not DESCRIPTOR or not DELAY_LINE, reason="SPAND_DESC / DELAY_LINE unset"),
+]
+
+
+class DelayLab(Lab):
+    """<name>s (10.78.0.1) -- <name>d (delay line, TBF towards the client) -- <name>c
+    (10.78.0.2, and 10.78.1.2 as the client address the samples are about), one L2 segment."""
+
+    def __init__(self, name):
+        super().__init__(name)
+        self.dly = name + "d"
+
+    def close_ns(self):
+        super().close_ns()
+        sh("ip netns del %s" % self.dly, check=False)
+
+    def __enter__(self):
+        self.close_ns()
+        for ns in (self.srv, self.cli, self.dly):
+            sh("ip netns add %s" % ns)
+            sh("ip -n %s link set lo up" % ns)
+        n = self.name
+        sh("ip link add %sv netns %s type veth peer name %sa netns %s" % (n, self.srv, n, self.dly))
+        sh("ip link add %sb netns %s type veth peer name %sw netns %s" % (n, self.dly, n, self.cli))
+        for ns, dev in ((self.srv, n + "v"), (self.dly, n + "a"), (self.dly, n + "b"),
+                        (self.cli, n + "w")):
+            sh("ip netns exec %s ethtool -K %s tx off tso off gso off gro off" % (ns, dev))
+            sh("ip -n %s link set %s up" % (ns, dev))
+        for dev in (n + "a", n + "b"):
+            sh("ip -n %s link set %s promisc on" % (self.dly, dev))
+        sh("ip -n %s addr add 10.78.0.1/24 dev %sv" % (self.srv, n))
+        sh("ip -n %s route add 10.78.1.0/24 dev %sv" % (self.srv, n))
+        sh("ip -n %s addr add 10.78.0.2/24 dev %sw" % (self.cli, n))
+        sh("ip -n %s addr add 10.78.1.2/24 dev %sw" % (self.cli, n))
+        # The bottleneck: the delay line's sends towards the client go through this qdisc.
+        sh("ip netns exec %s tc qdisc add dev %sb root tbf rate %dmbit burst 3028 limit %d"
+           % (self.dly, n, RATE_MBIT, LIMIT_BYTES))
+        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_congestion_control=reno" % self.srv)
+        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_no_metrics_save=1" % self.srv)
+        if not os.path.ismount("/sys/kernel/tracing"):
+            sh("mount -t tracefs nodev /sys/kernel/tracing")
+        os.makedirs(self.trace, exist_ok=True)
+        self.start(["ip", "netns", "exec", self.dly, "/usr/bin/python3", DELAY_LINE,
+                    n + "a", n + "b", str(ONE_WAY_MS)])
+        return self
+
+
+def fetch(lab, size):
+    code = ("import socket\n"
+            "s=socket.socket(); s.bind(('10.78.1.2',0)); s.connect(('10.78.0.1',%d))\n"
+            "print(s.getsockname()[1], flush=True)\n"
+            "s.sendall(b'%d\\n'); n=0\n"
+            "while True:\n"
+            "    d=s.recv(1<<16)\n"
+            "    if not d: break\n"
+            "    n+=len(d)\n"
+            "assert n==%d, n\n" % (PORT, size, size))
+    r = subprocess.run(lab.in_cli(["/usr/bin/python3", "-c", code]), capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.split()[0])
+
+
+def trace_start(lab):
+    """tcp:tcp_probe and tcp:tcp_cong_state_set for the server port, in the lab's instance."""
+    ev = os.path.join(lab.trace, "events", "tcp", "tcp_cong_state_set")
+    with open(os.path.join(ev, "filter"), "w") as f:
+        f.write("sport == %d" % PORT)
+    with open(os.path.join(ev, "enable"), "w") as f:
+        f.write("1")
+    lab.probe_start(PORT)  # enables tcp_probe and clears the buffer
+
+
+def true_losses(lab):
+    """Per client port, the kernel's cwnd at each loss it detected in congestion avoidance:
+    at each entry into Recovery or Loss (tcp_cong_state_set, from Open or Disorder), the
+    snd_cwnd of the connection's last tcp_probe event (the ACK being processed, before the
+    reaction), when that event had a finite ssthresh and cwnd >= ssthresh."""
+    out, last_probe, state = {}, {}, {}
+    with open(os.path.join(lab.trace, "trace")) as f:
+        for line in f:
+            if "tcp_probe:" in line:
+                ev = dict(re.findall(r"(\w+)=(\S+)", line))
+                p = int(ev["dest"].rsplit(":", 1)[1])
+                last_probe[p] = (int(ev["snd_cwnd"]), int(ev["ssthresh"]))
+            elif "tcp_cong_state_set:" in line:
+                p = int(re.search(r"dport=(\d+)", line).group(1))
+                new = int(re.search(r"cong_state=(\d+)", line).group(1))
+                if new in (3, 4) and state.get(p, 0) in (0, 1) and p in last_probe:
+                    cwnd, ssthresh = last_probe[p]
+                    if ssthresh < 0x7fffffff and cwnd >= ssthresh:
+                        out.setdefault(p, []).append(cwnd)
+                state[p] = new
+    return out
+
+
+def scrape(lab, port):
+    return subprocess.run(lab.in_srv([
+        "/usr/bin/python3", "-c",
+        "import urllib.request as u; print(u.urlopen('http://127.0.0.1:%d/metrics')"
+        ".read().decode())" % port]), capture_output=True, text=True).stdout
+
+
+def metric(text, name):
+    m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def test_tcp_info_sampling_reports_rtt_and_wc():
+    with DelayLab("st1") as lab:
+        sink = lab.start(lab.in_srv(["/usr/bin/python3", os.path.join(os.path.dirname(
+            os.path.abspath(__file__)), "report_sink.py"), DESCRIPTOR, "127.0.0.1:15052"]))
+        sink.wait_line(r"^serving")
+        srv = lab.start(lab.in_srv([TUNE_SERVER, str(PORT), "notune"]))
+        srv.wait_line(r"^ready")
+        agent = lab.start(lab.in_srv([AGENT, "--mode", "route", "--server", "127.0.0.1:15052",
+                                      "--metrics", "127.0.0.1:19466", "-p", "%d:%d" % (PORT, SIZE),
+                                      "--sample-tcp-info", "--sample-interval-ms", str(INTERVAL_MS)]))
+        agent.wait_line(r"sampling tcp_info every %d ms" % INTERVAL_MS)
+        trace_start(lab)
+        ports = [fetch(lab, SIZE) for _ in range(TRANSFERS)]
+        for p in ports:
+            srv.wait_line(r"done port=%d " % p)
+        short = fetch(lab, SHORT_SIZE)
+        short_final_cwnd = int(srv.wait_line(r"done port=%d cwnd=(\d+)" % short).group(1))
+        truth = true_losses(lab)
+        # Each connection ends (FIN_WAIT2) and leaves the dump: its samples are out within one
+        # interval. Wait on the metric, not on time.
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            text = scrape(lab, 19466)
+            wc = metric(text, 'spand_agent_tcp_info_samples_sent_total{kind="wc_loss"}')
+            tracked = metric(text, "spand_agent_tcp_info_sockets_tracked")
+            end = metric(text, 'spand_agent_tcp_info_samples_sent_total{kind="wc_end"}')
+            if wc and end and tracked == 0:
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(0.2)
+        assert agent.stop() == 0
+        sink.stop()
+        samples = [json.loads(l) for l in sink.drain() if l.startswith("{")]
+        print("tcp_probe: cwnd at each loss in congestion avoidance, per connection:", truth)
+        rtts_ms = [s["rtt_us"] / 1000 for s in samples if s["rtt_us"]]
+        wcs = [s["wc_segments"] for s in samples if s["wc_segments"]]
+        print("agent: %d RTT samples, ms: min %.1f median %.1f max %.1f" % (
+            len(rtts_ms), min(rtts_ms), statistics.median(rtts_ms), max(rtts_ms)))
+        print("agent: W_c samples:", wcs, "; short transfer's final cwnd (TCP_INFO):",
+              short_final_cwnd)
+        print("agent metrics:", "\n".join(l for l in text.splitlines()
+                                          if l.startswith("spand_agent_tcp_info")))
+        assert all(s["client"] == "10.78.1.2" for s in samples)
+        assert all(s["source"] == "spand-agent/tcp_info" for s in samples)
+        # RTT: the delay line's 2 x 10 ms plus at most the bottleneck queue (20 kB at 20 Mbit/s
+        # is 8 ms) and the delay line's ~1 ms precision per direction.
+        assert len(rtts_ms) >= TRANSFERS + 1
+        assert min(rtts_ms) >= RTT_MS - 1
+        assert statistics.median(rtts_ms) <= RTT_MS + 8 + 2
+        all_truth = [c for v in truth.values() for c in v]
+        # The long transfers lost only in congestion avoidance epochs of ~25 RTTs, far longer
+        # than the interval: the agent sees (nearly) every loss, never more than the kernel had.
+        wc_loss = metric(text, 'spand_agent_tcp_info_samples_sent_total{kind="wc_loss"}')
+        assert 1 <= wc_loss and len(all_truth) // 2 <= wc_loss <= len(all_truth)
+        # The short transfer, last, ended without loss: one loss-free end sample, the cwnd at
+        # the last dump it was in (at most its final cwnd, above the initial 10 since it grew).
+        assert metric(text, 'spand_agent_tcp_info_samples_sent_total{kind="wc_end"}') == 1
+        assert len(wcs) == wc_loss + 1
+        *loss_wcs, end_wc = wcs
+        assert 10 < end_wc <= short_final_cwnd
+        # Each loss sample is the kernel's cwnd at one of those losses minus one. Reno halves:
+        # the agent reads 2 x ssthresh, the true cwnd or one less when it was odd.
+        for w in loss_wcs:
+            assert any(c - 2 <= w <= c - 1 for c in all_truth), (w, truth)
+        # Physically: a drop-tail loss comes when the flight exceeds BDP + buffer,
+        # (20 Mbit/s x 20 ms + 20 kB) / 1448 = 48 segments.
+        bdp_buffer = (RATE_MBIT * 1e6 / 8 * RTT_MS / 1000 + LIMIT_BYTES) / MSS
+        assert all(0.5 * bdp_buffer <= w <= 1.5 * bdp_buffer for w in loss_wcs), (wcs, bdp_buffer)
+        assert metric(text, "spand_agent_tcp_info_sockets_sampled_total") >= TRANSFERS
+        assert metric(text, "spand_agent_tcp_info_table_full_total") == 0
