@@ -1,9 +1,6 @@
 #include "tracker.hpp"
 
 #include <algorithm>
-#ifdef SPAND_DEBUG_TRACKER
-#include <cstdio>
-#endif
 
 #include "worker.hpp"
 
@@ -394,11 +391,6 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
 
 void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
   HalfFlow& h = f.h(d);
-#ifdef SPAND_DEBUG_TRACKER
-  std::fprintf(stderr, "%u loss %s cc=%d cwnd=%.2f ssth=%u flight=%u dupacks=%u\n", now_us,
-               timeout ? "rto" : "fast", int(h.cc), h.cwnd_q16 / 65536.0, h.ssthresh_seg,
-               flight_segments(h), h.dupacks);
-#endif
   (void)now_us;
   const uint32_t cwnd_seg = cwnd_segments(h);
   if (h.cc == CcState::kCongestionAvoidance) {
