@@ -21,6 +21,11 @@ struct SourceOptions {
 // Outcome of a source run; exit code for main().
 enum class SourceStatus : int { kOk = 0, kBadInput = 2, kRuntimeError = 3 };
 
+// libpcap's DLT_ value (pcap_datalink()) to the link types parse_frame() decodes; false when
+// it decodes none of them. They differ only for raw IP (DLT_RAW is 12 on Linux, LINKTYPE_RAW
+// 101 in files).
+bool link_type_from_dlt(int dlt, LinkType& out);
+
 // Reads a pcap or pcapng file with libpcap. `error` gets a one-line message on failure.
 SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts, Collector& out,
                              std::string& error);

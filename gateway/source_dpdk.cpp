@@ -97,34 +97,6 @@ std::vector<VdevSpec> parse_vdevs(const std::vector<std::string>& eal_args) {
   return out;
 }
 
-// libpcap DLT_ values (what pcap_datalink() returns) to our LINKTYPE_-numbered enum. They differ
-// only for raw IP (DLT_RAW is 12 on Linux, LINKTYPE_RAW is 101).
-bool link_from_dlt(int dlt, LinkType& out) {
-  switch (dlt) {
-    case DLT_EN10MB:
-      out = LinkType::kEthernet;
-      return true;
-    case DLT_RAW:
-    case 101:
-      out = LinkType::kRaw;
-      return true;
-    case 113:
-      out = LinkType::kLinuxSll;
-      return true;
-    case 228:
-      out = LinkType::kIpv4;
-      return true;
-    case 229:
-      out = LinkType::kIpv6;
-      return true;
-    case 276:
-      out = LinkType::kLinuxSll2;
-      return true;
-    default:
-      return false;
-  }
-}
-
 struct PortState {
   uint16_t port_id = 0;
   std::string name;
@@ -330,7 +302,7 @@ bool inspect_pcap_file(VdevSpec& v, std::string& error) {
   }
   v.dlt = pcap_datalink(pc);
   LinkType link;
-  if (!link_from_dlt(v.dlt, link)) {
+  if (!link_type_from_dlt(v.dlt, link)) {
     const char* dlt_name = pcap_datalink_val_to_name(v.dlt);
     error = v.name + ": " + v.rx_pcap + ": unsupported link type " + std::to_string(v.dlt) + " (" +
             (dlt_name != nullptr ? dlt_name : "?") +
@@ -529,7 +501,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     for (const VdevSpec& v : vdevs) {
       if (v.name != p.name || v.rx_pcap.empty()) continue;
       p.dlt = v.dlt;
-      link_from_dlt(v.dlt, p.link);
+      link_type_from_dlt(v.dlt, p.link);
       p.file_packets = v.packets;
       p.max_caplen = v.max_caplen;
       p.replay = !v.infinite_rx;

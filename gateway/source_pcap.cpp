@@ -15,35 +15,33 @@ namespace {
 
 constexpr uint32_t kDrainEvery = 256;  // packets between drains; far below the ring capacity
 
-bool link_type_of(int dlt, LinkType& out) {
+}  // namespace
+
+bool link_type_from_dlt(int dlt, LinkType& out) {
   switch (dlt) {
     case DLT_EN10MB:
       out = LinkType::kEthernet;
       return true;
-    case DLT_RAW:
+    case DLT_RAW:  // 12 on Linux; LINKTYPE_RAW (101) in files
     case 101:
       out = LinkType::kRaw;
       return true;
-    case DLT_LINUX_SLL:
+    case 113:  // DLT_LINUX_SLL
       out = LinkType::kLinuxSll;
       return true;
-#ifdef DLT_LINUX_SLL2
-    case DLT_LINUX_SLL2:
-      out = LinkType::kLinuxSll2;
-      return true;
-#endif
     case 228:
       out = LinkType::kIpv4;
       return true;
     case 229:
       out = LinkType::kIpv6;
       return true;
+    case 276:  // DLT_LINUX_SLL2
+      out = LinkType::kLinuxSll2;
+      return true;
     default:
       return false;
   }
 }
-
-}  // namespace
 
 SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts, Collector& out,
                              std::string& error) {
@@ -55,7 +53,7 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
     return SourceStatus::kBadInput;
   }
   LinkType link;
-  if (!link_type_of(pcap_datalink(pc), link)) {
+  if (!link_type_from_dlt(pcap_datalink(pc), link)) {
     error =
         path + ": unsupported link type " + std::to_string(pcap_datalink(pc)) + " (" +
         (pcap_datalink_val_to_name(pcap_datalink(pc)) ? pcap_datalink_val_to_name(pcap_datalink(pc))

@@ -8,25 +8,7 @@
 namespace spand {
 
 void Collector::print_summary(FILE* out, const std::vector<const Worker*>& workers) const {
-  WorkerCounters t;
-  for (const Worker* w : workers) {
-    const WorkerCounters& c = w->counters();
-    t.frames += c.frames;
-    t.bytes += c.bytes;
-    t.tcp_packets += c.tcp_packets;
-    for (size_t i = 0; i < t.drops.size(); ++i) t.drops[i] += c.drops[i];
-    t.flows_created += c.flows_created;
-    t.flows_closed += c.flows_closed;
-    t.flows_evicted += c.flows_evicted;
-    t.flows_timed_out += c.flows_timed_out;
-    t.samples_wc += c.samples_wc;
-    t.samples_rtt += c.samples_rtt;
-    t.ring_full_samples += c.ring_full_samples;
-    t.ring_full_flows += c.ring_full_flows;
-    t.active_flows += c.active_flows;
-    t.orphan_resets += c.orphan_resets;
-    t.tcp_option_errors += c.tcp_option_errors;
-  }
+  const WorkerCounters t = total_counters(workers);
   uint64_t dropped = 0;
   for (uint64_t d : t.drops) dropped += d;
   std::fprintf(out,

@@ -12,6 +12,30 @@ namespace {
 constexpr uint32_t kSweepBudget = 1;
 }  // namespace
 
+void WorkerCounters::add(const WorkerCounters& o) {
+  frames += o.frames;
+  bytes += o.bytes;
+  tcp_packets += o.tcp_packets;
+  for (size_t i = 0; i < drops.size(); ++i) drops[i] += o.drops[i];
+  flows_created += o.flows_created;
+  flows_closed += o.flows_closed;
+  flows_evicted += o.flows_evicted;
+  flows_timed_out += o.flows_timed_out;
+  samples_wc += o.samples_wc;
+  samples_rtt += o.samples_rtt;
+  ring_full_samples += o.ring_full_samples;
+  ring_full_flows += o.ring_full_flows;
+  active_flows += o.active_flows;
+  tcp_option_errors += o.tcp_option_errors;
+  orphan_resets += o.orphan_resets;
+}
+
+WorkerCounters total_counters(const std::vector<const Worker*>& workers) {
+  WorkerCounters t;
+  for (const Worker* w : workers) t.add(w->counters());
+  return t;
+}
+
 Worker::Worker(const WorkerConfig& cfg)
     : cfg_(cfg),
       samples_(new SpscRing<Sample>(cfg.ring_capacity)),

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "flow.hpp"
 #include "flow_record.hpp"
@@ -42,7 +43,13 @@ struct WorkerCounters {
   uint64_t active_flows = 0;
   uint64_t tcp_option_errors = 0;  // segments kept with malformed options skipped
   uint64_t orphan_resets = 0;      // RST for a connection not in the table (not tracked)
+
+  void add(const WorkerCounters& o);
 };
+
+class Worker;
+// The sum over workers (control side: plain reads of each worker's counters).
+WorkerCounters total_counters(const std::vector<const Worker*>& workers);
 
 class FlowTable;
 struct Flow;

@@ -46,7 +46,7 @@ class GatewayControlPlane final : public ControlPlane {
     stack_->tick(capture_now_ns);
     // Plain reads of the workers' monotonic counters (DPDK telemetry style); a handful of
     // additions per worker, so every tick, and the last tick before finish() is exact.
-    stack_->set_capture_totals(sum_counters(workers));
+    stack_->set_capture_totals(total_counters(workers));
   }
 
   // With keep_serving (a replay followed by queries), blocks until SIGINT or SIGTERM, still

@@ -33,23 +33,6 @@ const char* rpc_method_name(RpcMethod m) {
   return "unknown";
 }
 
-CaptureTotals sum_counters(const std::vector<const Worker*>& workers) {
-  CaptureTotals t;
-  for (const Worker* w : workers) {
-    const WorkerCounters& c = w->counters();
-    t.frames += c.frames;
-    t.bytes += c.bytes;
-    for (size_t i = 0; i < t.drops.size(); ++i) t.drops[i] += c.drops[i];
-    t.ring_full_samples += c.ring_full_samples;
-    t.flows_created += c.flows_created;
-    t.flows_evicted += c.flows_evicted;
-    t.active_flows += c.active_flows;
-    t.samples_wc += c.samples_wc;
-    t.samples_rtt += c.samples_rtt;
-  }
-  return t;
-}
-
 Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   using namespace prometheus;
   Registry& r = *registry_;

@@ -28,18 +28,8 @@ enum class RpcMethod : uint8_t { kGet, kBatchGet, kWatch, kReport, kTop, kCount 
 const char* rpc_method_name(RpcMethod m);
 
 // Sums of WorkerCounters over all workers, fed to Metrics::set_capture_totals.
-struct CaptureTotals {
-  uint64_t frames = 0;
-  uint64_t bytes = 0;
-  std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
-  uint64_t ring_full_samples = 0;
-  uint64_t flows_created = 0;
-  uint64_t flows_evicted = 0;
-  uint64_t active_flows = 0;
-  uint64_t samples_wc = 0;
-  uint64_t samples_rtt = 0;
-};
-CaptureTotals sum_counters(const std::vector<const Worker*>& workers);
+// Capture counters summed over the workers (worker.hpp's total_counters()).
+using CaptureTotals = WorkerCounters;
 
 // Writer counters, as totals since start (the writer owns them); fed on each tick.
 struct WriterTotals {
