@@ -44,7 +44,8 @@ int on_msg(const nlmsghdr* nlh, void* data) {
 
 }  // namespace
 
-bool dump_tcp_sockets(std::vector<TcpConn>& out, std::string& error) {
+bool sock_diag_dump(uint32_t state_mask, uint8_t ext_mask, SockDiagCallback on_msg, void* data,
+                    std::string& error) {
   mnl_socket* nl = mnl_socket_open(NETLINK_INET_DIAG);
   if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
     error = std::string("sock_diag socket: ") + std::strerror(errno);
@@ -63,7 +64,8 @@ bool dump_tcp_sockets(std::vector<TcpConn>& out, std::string& error) {
         static_cast<inet_diag_req_v2*>(mnl_nlmsg_put_extra_header(nlh, sizeof(inet_diag_req_v2)));
     req->sdiag_family = static_cast<uint8_t>(family);
     req->sdiag_protocol = IPPROTO_TCP;
-    req->idiag_states = (1u << TCP_LISTEN) | (1u << TCP_ESTABLISHED) | (1u << TCP_SYN_RECV);
+    req->idiag_states = state_mask;
+    req->idiag_ext = ext_mask;
     if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
       error = std::string("sock_diag send: ") + std::strerror(errno);
       ok = false;
@@ -76,7 +78,7 @@ bool dump_tcp_sockets(std::vector<TcpConn>& out, std::string& error) {
         ok = false;
         break;
       }
-      int r = mnl_cb_run(buf, n, seq, mnl_socket_get_portid(nl), on_msg, &out);
+      int r = mnl_cb_run(buf, n, seq, mnl_socket_get_portid(nl), on_msg, data);
       if (r == MNL_CB_ERROR) {
         error = std::string("sock_diag: ") + std::strerror(errno);
         ok = false;
@@ -84,10 +86,16 @@ bool dump_tcp_sockets(std::vector<TcpConn>& out, std::string& error) {
       }
       if (r == MNL_CB_STOP) break;
     }
+    if (!ok) break;
     ++seq;
   }
   mnl_socket_close(nl);
   return ok;
+}
+
+bool dump_tcp_sockets(std::vector<TcpConn>& out, std::string& error) {
+  return sock_diag_dump((1u << TCP_LISTEN) | (1u << TCP_ESTABLISHED) | (1u << TCP_SYN_RECV), 0,
+                        on_msg, &out, error);
 }
 
 }  // namespace spand::agent

@@ -2,6 +2,8 @@
 // The agent learns the prefixes to fetch from connections accepted on listening ports.
 #pragma once
 
+#include <linux/netlink.h>
+
 #include <cstdint>
 #include <set>
 #include <string>
@@ -16,6 +18,13 @@ struct TcpConn {
   Prefix remote;  // full-length address
   bool listening = false;
 };
+
+// One NETLINK_INET_DIAG dump of the TCP sockets (IPv4 then IPv6) whose state bit is in
+// `state_mask`, with the `ext_mask` extensions (INET_DIAG_* bits); each reply message goes to
+// `on_msg` (a libmnl callback) with `data`. false with `error` set when the dump fails.
+using SockDiagCallback = int (*)(const nlmsghdr* nlh, void* data);
+bool sock_diag_dump(uint32_t state_mask, uint8_t ext_mask, SockDiagCallback on_msg, void* data,
+                    std::string& error);
 
 // All TCP sockets in LISTEN, SYN_RECV and ESTABLISHED of this network namespace.
 // false with `error` set when the dump fails.

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sock_diag.hpp"
+
 namespace spand::agent {
 
 namespace {
@@ -102,52 +104,10 @@ int on_msg(const nlmsghdr* nlh, void* data) {
 }  // namespace
 
 bool dump_tcp_info(TcpInfoDump& out, std::string& error) {
-  mnl_socket* nl = mnl_socket_open(NETLINK_INET_DIAG);
-  if (!nl || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-    error = std::string("sock_diag socket: ") + std::strerror(errno);
-    if (nl) mnl_socket_close(nl);
-    return false;
-  }
   ParseState st{&out};
-  bool ok = true;
-  unsigned seq = 1;
-  for (int family : {AF_INET, AF_INET6}) {
-    char buf[MNL_SOCKET_BUFFER_SIZE];
-    nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
-    nlh->nlmsg_type = SOCK_DIAG_BY_FAMILY;
-    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    nlh->nlmsg_seq = seq;
-    auto* req =
-        static_cast<inet_diag_req_v2*>(mnl_nlmsg_put_extra_header(nlh, sizeof(inet_diag_req_v2)));
-    req->sdiag_family = static_cast<uint8_t>(family);
-    req->sdiag_protocol = IPPROTO_TCP;
-    req->idiag_states = kSampledStates | (1u << kListen);
-    req->idiag_ext = (1u << (INET_DIAG_INFO - 1)) | (1u << (INET_DIAG_CONG - 1));
-    if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0) {
-      error = std::string("sock_diag send: ") + std::strerror(errno);
-      ok = false;
-      break;
-    }
-    for (;;) {
-      ssize_t n = mnl_socket_recvfrom(nl, buf, sizeof(buf));
-      if (n <= 0) {
-        error = std::string("sock_diag recv: ") + std::strerror(errno);
-        ok = false;
-        break;
-      }
-      int r = mnl_cb_run(buf, n, seq, mnl_socket_get_portid(nl), on_msg, &st);
-      if (r == MNL_CB_ERROR) {
-        error = std::string("sock_diag: ") + std::strerror(errno);
-        ok = false;
-        break;
-      }
-      if (r == MNL_CB_STOP) break;
-    }
-    if (!ok) break;
-    ++seq;
-  }
-  mnl_socket_close(nl);
-  return ok;
+  return sock_diag_dump(kSampledStates | (1u << kListen),
+                        (1u << (INET_DIAG_INFO - 1)) | (1u << (INET_DIAG_CONG - 1)), on_msg, &st,
+                        error);
 }
 
 }  // namespace spand::agent
