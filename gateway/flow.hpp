@@ -94,6 +94,7 @@ struct HalfFlow {
   uint32_t timed_us = 0;
   uint32_t ts_us = 0;
   uint32_t last_send_us = 0;
+  uint32_t last_progress_us = 0;  // last ACK of new data (the retransmission timer's restart)
   uint32_t first_data_us = 0;
   uint32_t last_data_us = 0;
 

@@ -143,6 +143,7 @@ void Tracker::rebase(Flow& f, uint64_t now_ns) {
     fix(h.timed_us);
     fix(h.ts_us);
     fix(h.last_send_us);
+    fix(h.last_progress_us);
     fix(h.first_data_us);
     fix(h.last_data_us);
   }
@@ -241,7 +242,9 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
 
 uint32_t Tracker::rto_us(const HalfFlow& h) const {
   if (h.srtt_us == 0) return kInitialRtoUs;                       // RFC 6298 2.1: no sample yet
-  return std::max(cfg_.min_rto_us, h.srtt_us + 4 * h.rttvar_us);  // RFC 6298 2.3
+  // RFC 6298 2.3 with Linux's floor, which applies to the variance term: srtt + max(4 rttvar,
+  // 200 ms). A tail-loss probe (2 srtt) then comes before it, as in the kernel.
+  return h.srtt_us + std::max(cfg_.min_rto_us, 4 * h.rttvar_us);
 }
 
 uint32_t Tracker::flight_segments(const HalfFlow& h, uint32_t extra_bytes) const {
@@ -298,6 +301,9 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   h.last_seq = seq;
   h.last_sig = sig;
 
+  // The retransmission timer starts when data leaves with nothing outstanding (RFC 6298 5.1).
+  if (h.snd_max == h.snd_una) h.last_progress_us = now_us;
+
   // Restart after idle (RFC 5681 4.1): nothing in flight for longer than an RTO.
   if (h.snd_max == h.snd_una && h.last_send_us && now_us - h.last_send_us > rto_us(h) &&
       h.cc != CcState::kTimeoutRecovery) {
@@ -346,7 +352,8 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     const uint32_t idle_us = now_us - h.last_send_us;
     const uint32_t rto = rto_us(h);
     if (h.cc == CcState::kFastRecovery) {
-      if (idle_us >= rto && seq == h.snd_una) {  // recovery failed: the RTO fired
+      // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired.
+      if (now_us - h.last_progress_us >= rto && seq == h.snd_una) {
         start_loss_event(f, d, true, now_us);
         bump(h.rexmt_timeout);
       } else {
@@ -471,6 +478,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   if (seq_gt(ack, h.snd_una)) {
     const uint32_t acked = ack - h.snd_una;
     h.snd_una = ack;
+    h.last_progress_us = now_us;
     h.dupacks = 0;
     if ((h.flags & kHfTimedValid) && seq_ge(ack, h.timed_end)) {
       h.flags &= ~kHfTimedValid;
