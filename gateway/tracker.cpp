@@ -241,7 +241,7 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
 }
 
 uint32_t Tracker::rto_us(const HalfFlow& h) const {
-  if (h.srtt_us == 0) return kInitialRtoUs;                       // RFC 6298 2.1: no sample yet
+  if (h.srtt_us == 0) return kInitialRtoUs;  // RFC 6298 2.1: no sample yet
   // RFC 6298 2.3 with Linux's floor, which applies to the variance term: srtt + max(4 rttvar,
   // 200 ms). A tail-loss probe (2 srtt) then comes before it, as in the kernel.
   return h.srtt_us + std::max(cfg_.min_rto_us, 4 * h.rttvar_us);
