@@ -2,7 +2,7 @@
 # Installs what spand needs, builds it, starts a throwaway local redis-server, and replays a
 # bundled capture through the gateway into Redis; prints the per-prefix summary, the exit summary
 # and one estimate read back over gRPC. Outputs land in ./quickstart-out/.
-# Usage: sudo deploy/quickstart.sh [CAPTURE]       (default: pcaps/lab/cubic_3nets.pcap)
+# Usage (as root): bash deploy/quickstart.sh [CAPTURE]       (default: pcaps/lab/cubic_3nets.pcap)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"

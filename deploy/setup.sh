@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs every Debian (bookworm) package spand needs to build, test and run. Idempotent: the one
-# place this list lives. Usage: sudo deploy/setup.sh
+# place this list lives. Usage (as root): bash deploy/setup.sh
 set -euo pipefail
 packages=(
   # build

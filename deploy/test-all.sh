@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what spand needs, builds it (warnings as errors), and runs every test suite; then
 # builds the core again with AddressSanitizer + UBSan and runs the unit and pcap suites under it.
-# Usage: sudo deploy/test-all.sh        (from anywhere; builds in ./build-test and ./build-asan)
+# Usage (as root): bash deploy/test-all.sh        (from anywhere; builds in ./build-test and ./build-asan)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
