@@ -288,6 +288,47 @@ TEST(Tracker, TimeoutWithBackoffIsOneEvent) {
   EXPECT_EQ(recs[0].s2c.loss_events_fast, 0u);
 }
 
+TEST(Tracker, TailLossProbeIsAResendButNoLossEvent) {
+  Conn k;
+  handshake(k);  // srtt 30 ms from the handshake: RTO = 30 ms + the 200 ms floor
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck, kMss);  // one segment out, its ACK lost
+  k.wait_us(60'000);           // 2 srtt: the probe timer (RFC 8985), well before the RTO
+  k.s(b, kC + 1, kAck, kMss);  // the highest (and first unacknowledged) segment again
+  k.wait_us(30'000);
+  k.c(kC + 1, b + kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast + recs[0].s2c.rexmt_timeout, 0u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast + recs[0].s2c.loss_events_timeout, 0u);
+}
+
+TEST(Tracker, RtoDuringFastRecoveryIsASecondTimeoutEvent) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  for (int i = 0; i < 6; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);  // segment 0 lost
+  k.wait_us(20'000);
+  for (int i = 0; i < 3; ++i) k.c(kC + 1, b, kAck);  // three dupacks
+  k.s(b, kC + 1, kAck, kMss);                        // fast retransmit, lost again
+  for (int i = 0; i < 2; ++i) {                      // recovery keeps sending
+    k.wait_us(20'000);
+    k.c(kC + 1, b, kAck);
+    k.s(b + (6 + i) * kMss, kC + 1, kAck, kMss);
+  }
+  k.wait_us(400'000);          // no ACK of new data for longer than the RTO
+  k.s(b, kC + 1, kAck, kMss);  // the timer fires: segment 0 once more
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 8 * kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 1u);
+}
+
 TEST(Tracker, MidStreamPickupUsesConfiguredInsideNetwork) {
   WorkerConfig cfg = Conn::small_config();
   Prefix inside;
