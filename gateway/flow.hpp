@@ -58,7 +58,6 @@ enum class CcState : uint8_t {
 enum HalfFlag : uint16_t {
   kHfSynSeen = 1 << 0,
   kHfFinSeen = 1 << 1,
-  kHfRstSeen = 1 << 2,
   kHfSackPermitted = 1 << 3,
   kHfTimestamps = 1 << 4,
   kHfSeqKnown = 1 << 5,       // isn / snd_max initialized (from SYN or first segment)
@@ -140,7 +139,6 @@ struct HalfFlow {
   uint8_t dupacks = 0;
   uint8_t wscale = 0xff;
   CcState cc = CcState::kSlowStart;
-  uint8_t rto_backoff = 0;  // consecutive timeouts of the same sequence
 };
 
 constexpr uint8_t kCloseNone = 0xff;

@@ -95,7 +95,7 @@ bool Tracker::is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_
   const HalfFlow& h = f.half[int(d)];
   if (f.phase == FlowPhase::kClosing) return true;
   // A SYN with a different initial sequence number from a side that already sent data.
-  return (h.flags & kHfSeqKnown) && p.seq != h.isn && !(h.flags & kHfSynSeen && p.seq == h.isn);
+  return (h.flags & kHfSeqKnown) && p.seq != h.isn;
 }
 
 void Tracker::on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo) {
@@ -211,7 +211,6 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
         (f.h(Dir::kC2S).flags & kHfSynSeen) && p.ack == f.h(Dir::kC2S).isn + 1) {
       f.syn_synack_us = int32_t(now_us - f.syn_us);
     }
-    snd.flags |= kHfRstSeen;
     f.close_kind = uint8_t(CloseReason::kRst);
     f.phase = FlowPhase::kClosing;
   }
@@ -247,8 +246,8 @@ uint32_t Tracker::rto_us(const HalfFlow& h) const {
   return h.srtt_us + std::max(cfg_.min_rto_us, 4 * h.rttvar_us);
 }
 
-uint32_t Tracker::flight_segments(const HalfFlow& h, uint32_t extra_bytes) const {
-  const uint32_t flight = (h.snd_max - h.snd_una) + extra_bytes;
+uint32_t Tracker::flight_segments(const HalfFlow& h) const {
+  const uint32_t flight = h.snd_max - h.snd_una;
   const uint32_t mss = h.smss ? h.smss : 1460;
   return (flight + mss - 1) / mss;
 }
@@ -354,7 +353,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     if (h.cc == CcState::kFastRecovery) {
       // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired.
       if (now_us - h.last_progress_us >= rto && seq == h.snd_una) {
-        start_loss_event(f, d, true, now_us);
+        start_loss_event(f, d, true);
         bump(h.rexmt_timeout);
       } else {
         bump(h.rexmt_fast);  // NewReno partial ACK or SACK-driven resend within the same event
@@ -363,17 +362,16 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
                                   (h.flags & kHfSackPermitted) && idle_us < rto)) {
       // Dupack threshold, or SACK-based detection (RFC 6675, RACK in RFC 8985): the receiver
       // reports data above a hole and the resend comes before the retransmission timer.
-      start_loss_event(f, d, false, now_us);
+      start_loss_event(f, d, false);
       bump(h.rexmt_fast);
     } else if (h.cc == CcState::kTimeoutRecovery) {
       bump(h.rexmt_timeout);  // go-back-N after an RTO, or the RTO backing off
-      if (seq == h.snd_una && idle_us >= rto) ++h.rto_backoff;
     } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
       // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
       // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
       bump(h.rexmt_other);
     } else if (idle_us >= rto || seq == h.snd_una) {
-      start_loss_event(f, d, true, now_us);
+      start_loss_event(f, d, true);
       bump(h.rexmt_timeout);
     } else {
       bump(h.rexmt_other);
@@ -396,9 +394,8 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
 }
 
-void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
+void Tracker::start_loss_event(Flow& f, Dir d, bool timeout) {
   HalfFlow& h = f.h(d);
-  (void)now_us;
   const uint32_t cwnd_seg = cwnd_segments(h);
   if (h.cc == CcState::kCongestionAvoidance) {
     // W_c (DESIGN.md): cwnd at the loss minus one segment.
@@ -406,12 +403,7 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us) {
               (h.flags & kHfRoundLimited) != 0);
   }
   h.flags |= kHfLossSeen;
-  if (timeout) {
-    bump(h.loss_timeout);
-    h.rto_backoff = 0;
-  } else {
-    bump(h.loss_fast);
-  }
+  bump(timeout ? h.loss_timeout : h.loss_fast);
   if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
     h.cwnd_before_loss_q16 = h.cwnd_q16;
     h.flags |= kHfMdPending;

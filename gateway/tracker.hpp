@@ -55,13 +55,13 @@ class Tracker {
   void on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id);
   void on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us);
   void on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us);
-  void start_loss_event(Flow& f, Dir d, bool timeout, uint32_t now_us);
+  void start_loss_event(Flow& f, Dir d, bool timeout);
   void end_round(HalfFlow& h);
   void rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src);
   void wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited);
   Sample base_sample(const Flow& f, SampleKind kind) const;
   uint32_t rto_us(const HalfFlow& h) const;
-  uint32_t flight_segments(const HalfFlow& h, uint32_t extra_bytes = 0) const;
+  uint32_t flight_segments(const HalfFlow& h) const;
   void rebase(Flow& f, uint64_t now_ns);
 
   TrackerConfig cfg_;
