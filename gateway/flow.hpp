@@ -146,23 +146,24 @@ constexpr uint8_t kCloseNone = 0xff;
 enum class FlowPhase : uint8_t { kSynOnly = 0, kEstablished = 1, kClosing = 2 };
 
 struct Flow {
+  // First cache line: what a lookup and the timeout sweep read (key, phase, last_ns).
   FlowKey key;
-  uint64_t base_ns = 0;    // time of the first packet; relative times count from here
-  uint64_t last_ns = 0;    // time of the newest packet
-  uint32_t syn_us = 0;     // first SYN
-  uint32_t synack_us = 0;  // first SYN-ACK
-  int32_t syn_synack_us = -1;
-  int32_t synack_ack_us = -1;
   uint16_t vlan = 0;
   FlowPhase phase = FlowPhase::kSynOnly;
+  uint8_t close_kind = kCloseNone;  // CloseReason once FIN/RST seen
+  uint64_t base_ns = 0;             // time of the first packet; relative times count from here
+  uint64_t last_ns = 0;             // time of the newest packet
+  uint32_t syn_us = 0;              // first SYN
+  uint32_t synack_us = 0;           // first SYN-ACK
+  int32_t syn_synack_us = -1;
+  int32_t synack_ack_us = -1;
   uint8_t client_is_lo : 1 = 0;
   uint8_t handshake : 1 = 0;  // roles known from the SYN
   uint8_t synack_seen : 1 = 0;
   uint8_t ip_v6 : 1 = 0;
   uint8_t synack_resent : 1 = 0;  // Karn: no SYN-ACK-to-ACK leg
   uint8_t handshake_done : 1 = 0;
-  uint8_t close_kind = kCloseNone;  // CloseReason once FIN/RST seen
-  HalfFlow half[2];                 // indexed by Dir
+  HalfFlow half[2];  // indexed by Dir
 
   HalfFlow& h(Dir d) { return half[static_cast<int>(d)]; }
 };

@@ -9,15 +9,17 @@ namespace spand {
 
 namespace {
 
-// Zero pages on demand (not new[]: a table sized for millions of connections costs memory only
-// as slots are used). No MADV_HUGEPAGE: hashing spreads even a few flows over every 2 MB
-// region, so huge pages would commit the whole table at once.
-Flow* map_slots(uint32_t slots) {
-  const size_t bytes = size_t(slots) * sizeof(Flow);
+// Zero pages on demand (not new[]: memory is committed only as it is used), in transparent huge
+// pages where the kernel allows: a lookup lands on a random slot, and with 4 KiB pages nearly every
+// one also missed the TLB. Hashing spreads even a few thousand flows over every 2 MiB region, so
+// a busy table commits all of its memory_bytes() early; that is the price of the speed (README,
+// "Flow table").
+void* map_zeroed(size_t bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  return static_cast<Flow*>(p);
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if THP is off
+  return p;
 }
 
 }  // namespace
@@ -26,10 +28,12 @@ FlowTable::FlowTable(uint32_t capacity)
     : capacity_(capacity < 1 ? 1 : capacity),
       // Load factor at most 0.8 keeps linear-probe chains short.
       slots_(capacity_ + capacity_ / 4 + 2),
-      tags_(new uint32_t[slots_]()),
-      flows_(map_slots(slots_), Unmap{size_t(slots_) * sizeof(Flow)}) {}
+      tags_(static_cast<uint32_t*>(map_zeroed(size_t(slots_) * sizeof(uint32_t))),
+            Unmap{size_t(slots_) * sizeof(uint32_t)}),
+      flows_(static_cast<Flow*>(map_zeroed(size_t(slots_) * sizeof(Flow))),
+             Unmap{size_t(slots_) * sizeof(Flow)}) {}
 
-void FlowTable::Unmap::operator()(Flow* p) const {
+void FlowTable::Unmap::operator()(void* p) const {
   if (p) munmap(p, bytes);
 }
 

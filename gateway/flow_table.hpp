@@ -74,6 +74,14 @@ class FlowTable {
   void sweep(uint32_t budget, Fn&& fn) {
     while (budget-- > 0) {
       const uint32_t i = cursor_;
+      // The slot visited kSweepAhead packets from now: its tag and first line (key, phase,
+      // last_ns) arrive meanwhile instead of stalling then.
+      uint32_t ahead = i + kSweepAhead;
+      if (ahead >= slots_) ahead -= slots_;
+      if (ahead < slots_) {
+        __builtin_prefetch(&tags_[ahead]);
+        __builtin_prefetch(&flows_[ahead]);
+      }
       if (tags_[i] != kEmpty && fn(flows_[i])) {
         erase_slot(i);  // a later flow may shift into slot i: look at i again
         continue;
@@ -102,6 +110,7 @@ class FlowTable {
 
  private:
   static constexpr uint32_t kEmpty = 0;
+  static constexpr uint32_t kSweepAhead = 8;
   static uint32_t tag_of(uint32_t hash) { return hash | 1u; }  // never kEmpty
   // Home slot of a tag (Lemire's multiply-shift range reduction: any slot count works). Tags
   // keep the hash, so deletion never rehashes keys.
@@ -114,12 +123,12 @@ class FlowTable {
   uint32_t slots_;
   uint32_t size_ = 0;
   uint32_t cursor_ = 0;
-  std::unique_ptr<uint32_t[]> tags_;
-  // Slot memory: anonymous pages, committed lazily by the kernel as slots are first used.
+  // Anonymous zero pages, committed by the kernel as slots are first used (see map_zeroed()).
   struct Unmap {
     size_t bytes;
-    void operator()(Flow* p) const;
+    void operator()(void* p) const;
   };
+  std::unique_ptr<uint32_t[], Unmap> tags_;
   std::unique_ptr<Flow[], Unmap> flows_;
 };
 

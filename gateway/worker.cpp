@@ -54,6 +54,7 @@ size_t Worker::table_bytes() const {
 
 void Worker::handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
                           uint64_t ts_ns) {
+  if (staged_count_ != 0) flush_staged();  // keep the order of mixed calls
   ++counters_.frames;
   counters_.bytes += wire_len;
   const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, scratch_);
@@ -85,31 +86,43 @@ bool Worker::expired(const Flow& f) const {
 }
 
 void Worker::handle_packet(const ParsedPacket& p) {
+  if (staged_count_ != 0) flush_staged();
   bool src_is_lo = false;
   const FlowKey key = make_key(p, src_is_lo);
   track(p, key, hash_key(key), src_is_lo);
 }
 
+void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                         uint64_t ts_ns) {
+  Staged& st = staged_[staged_count_];
+  ++counters_.frames;
+  counters_.bytes += wire_len;
+  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, st.pkt);
+  if (d != Drop::kNone) {
+    ++counters_.drops[static_cast<size_t>(d)];
+    return;
+  }
+  st.key = make_key(st.pkt, st.src_is_lo);
+  st.hash = hash_key(st.key);
+  table_->prefetch(st.hash);
+  if (++staged_count_ == kBurst) flush_staged();
+}
+
+void Worker::flush_staged() {
+  for (uint32_t i = 0; i < staged_count_; ++i) {
+    const Staged& st = staged_[i];
+    track(st.pkt, st.key, st.hash, st.src_is_lo);
+  }
+  staged_count_ = 0;
+}
+
 void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
+  flush_staged();
   for (uint32_t i = 0; i < n; ++i) {
     const FrameRef& fr = frames[i];
-    Staged& st = staged_[i];
-    ++counters_.frames;
-    counters_.bytes += fr.wire_len;
-    const Drop d = parse_frame(link, fr.data, fr.caplen, fr.wire_len, fr.ts_ns, st.pkt);
-    st.ok = d == Drop::kNone;
-    if (!st.ok) {
-      ++counters_.drops[static_cast<size_t>(d)];
-      continue;
-    }
-    st.key = make_key(st.pkt, st.src_is_lo);
-    st.hash = hash_key(st.key);
-    table_->prefetch(st.hash);
+    stage_frame(link, fr.data, fr.caplen, fr.wire_len, fr.ts_ns);
   }
-  for (uint32_t i = 0; i < n; ++i) {
-    const Staged& st = staged_[i];
-    if (st.ok) track(st.pkt, st.key, st.hash, st.src_is_lo);
-  }
+  flush_staged();
 }
 
 void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo) {
@@ -149,6 +162,7 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
 }
 
 bool Worker::finish_some(uint32_t max_flows) {
+  flush_staged();
   const uint32_t left = table_->erase_some(max_flows, [this](Flow& v) {
     CloseReason r = expiry_reason(v);
     if (r == CloseReason::kTimeout && !expired(v)) r = CloseReason::kEndOfCapture;

@@ -78,6 +78,13 @@ class Worker {
   };
   static constexpr uint32_t kBurst = 32;
   void handle_burst(LinkType link, const FrameRef* frames, uint32_t n);  // n <= kBurst
+  // The same pipeline for sources whose frame buffers do not outlive the call (libpcap): the
+  // frame is parsed (ParsedPacket keeps no pointer into it) and its slot prefetched now; the
+  // packet is tracked at the kBurst-th staged frame or at flush_staged(), whichever is first.
+  // Call flush_staged() before reading results or finishing.
+  void stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                   uint64_t ts_ns);
+  void flush_staged();
   // End of input: closes live flows (CloseReason::kEndOfCapture, or kTimeout/kFin/kRst when
   // that already applies), at most `max_flows` per call so the caller can drain the rings in
   // between; returns true while flows remain. finish() closes all at once (small tables, tests).
@@ -108,9 +115,9 @@ class Worker {
     FlowKey key;
     uint32_t hash;
     bool src_is_lo;
-    bool ok;
   };
   Staged staged_[kBurst];
+  uint32_t staged_count_ = 0;
   uint64_t now_ns_ = 0;  // newest capture time seen: the worker's clock
 
   void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo);
