@@ -14,23 +14,24 @@ namespace {
 // one also missed the TLB. Hashing spreads even a few thousand flows over every 2 MiB region, so
 // a busy table commits all of its memory_bytes() early; that is the price of the speed (README,
 // "Flow table").
-void* map_zeroed(size_t bytes) {
+void* map_zeroed(size_t bytes, bool prefault) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if THP is off
+  madvise(p, bytes, MADV_HUGEPAGE);                      // advice only: fine if THP is off
+  if (prefault) madvise(p, bytes, MADV_POPULATE_WRITE);  // best effort, as the advice above
   return p;
 }
 
 }  // namespace
 
-FlowTable::FlowTable(uint32_t capacity)
+FlowTable::FlowTable(uint32_t capacity, bool prefault)
     : capacity_(capacity < 1 ? 1 : capacity),
       // Load factor at most 0.8 keeps linear-probe chains short.
       slots_(capacity_ + capacity_ / 4 + 2),
-      tags_(static_cast<uint32_t*>(map_zeroed(size_t(slots_) * sizeof(uint32_t))),
+      tags_(static_cast<uint32_t*>(map_zeroed(size_t(slots_) * sizeof(uint32_t), prefault)),
             Unmap{size_t(slots_) * sizeof(uint32_t)}),
-      flows_(static_cast<Flow*>(map_zeroed(size_t(slots_) * sizeof(Flow))),
+      flows_(static_cast<Flow*>(map_zeroed(size_t(slots_) * sizeof(Flow), prefault)),
              Unmap{size_t(slots_) * sizeof(Flow)}) {}
 
 void FlowTable::Unmap::operator()(void* p) const {

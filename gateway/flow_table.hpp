@@ -22,7 +22,8 @@ class FlowTable {
  public:
   static constexpr uint32_t kEvictWindow = 8;
 
-  explicit FlowTable(uint32_t capacity);
+  // `prefault`: commit all memory now instead of as slots are first used.
+  explicit FlowTable(uint32_t capacity, bool prefault = false);
 
   uint32_t capacity() const { return capacity_; }
   uint32_t size() const { return size_; }

@@ -516,7 +516,9 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   std::vector<std::unique_ptr<WorkerCtx>> ctxs;
   for (unsigned w = 0; w < nb_workers; ++w) {
     auto c = std::make_unique<WorkerCtx>();
-    c->worker = std::make_unique<Worker>(opts.worker);
+    WorkerConfig wc = opts.worker;
+    wc.prefault_table = true;  // a live port: pay for the table's pages now, not per packet
+    c->worker = std::make_unique<Worker>(wc);
     c->scratch = std::make_unique<uint8_t[]>(kScratchBytes);
     c->clock = &clock;
     c->stop = &stop;

@@ -40,7 +40,7 @@ Worker::Worker(const WorkerConfig& cfg)
     : cfg_(cfg),
       samples_(new SpscRing<Sample>(cfg.ring_capacity)),
       flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
-      table_(new FlowTable(cfg.flow_capacity)),
+      table_(new FlowTable(cfg.flow_capacity, cfg.prefault_table)),
       tracker_(new Tracker(cfg.tracker, Emitter{samples_.get(), flows_.get(), &counters_})) {}
 
 Worker::~Worker() = default;

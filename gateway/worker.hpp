@@ -23,6 +23,9 @@ struct WorkerConfig {
   uint32_t idle_timeout_s = 300;         // established connection with no packet
   uint32_t closing_timeout_ms = 10'000;  // after FIN/RST
   uint32_t ring_capacity = 1 << 16;      // samples and flow records in flight to the control side
+  // Commit the whole flow table at start (a live port: no page fault on the packet path later)
+  // rather than as slots are first used (files: a small capture costs little memory).
+  bool prefault_table = false;
   TrackerConfig tracker;
 };
 
