@@ -135,17 +135,21 @@ struct HalfFlow {
   uint16_t flags = 0;
   uint16_t wc_first[2]{};  // first W_c samples (the rest go to --samples-out only)
   uint8_t wc_count = 0;
-  uint8_t wc_limited_mask = 0;
-  uint8_t dupacks = 0;
   uint8_t wscale = 0xff;
   CcState cc = CcState::kSlowStart;
+  // Duplicate ACKs in a row, saturating at kMaxDupacks (the tracker only asks for 0, >= 1, >= 3).
+  static constexpr uint8_t kMaxDupacks = 7;
+  uint8_t dupacks : 3 = 0;
+  uint8_t wc_limited_mask : 2 = 0;  // bit i: wc_first[i] came from a cwnd-limited flight
 };
 
 constexpr uint8_t kCloseNone = 0xff;
 
 enum class FlowPhase : uint8_t { kSynOnly = 0, kEstablished = 1, kClosing = 2 };
 
-struct Flow {
+// Aligned to cache lines, and a whole number of them, so that a flow spans no line it does not
+// use: the worker prefetches all of them per packet.
+struct alignas(64) Flow {
   // First cache line: what a lookup and the timeout sweep read (key, phase, last_ns).
   FlowKey key;
   uint16_t vlan = 0;
@@ -167,5 +171,6 @@ struct Flow {
 
   HalfFlow& h(Dir d) { return half[static_cast<int>(d)]; }
 };
+static_assert(sizeof(Flow) % 64 == 0);
 
 }  // namespace spand

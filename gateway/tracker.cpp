@@ -508,7 +508,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     }
   } else if (ack == h.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
              h.snd_max != h.snd_una) {
-    if (h.dupacks != UINT8_MAX) ++h.dupacks;
+    if (h.dupacks != HalfFlow::kMaxDupacks) ++h.dupacks;
   }
 }
 
@@ -563,7 +563,7 @@ void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limi
   HalfFlow& h = f.h(d);
   if (h.wc_count < 2) {
     h.wc_first[h.wc_count] = sat16(wc_seg);
-    if (limited) h.wc_limited_mask |= uint8_t(1u << h.wc_count);
+    if (limited) h.wc_limited_mask = uint8_t(h.wc_limited_mask | (1u << h.wc_count));
   }
   if (h.wc_count != UINT8_MAX) ++h.wc_count;
   if (d != Dir::kS2C) return;  // the window the server's connections get toward the client
