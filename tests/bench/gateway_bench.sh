@@ -11,6 +11,8 @@
 # between runs: a busy-polling lcore gets whatever share of a core the scheduler gives it.
 #
 # Usage: tests/bench/gateway_bench.sh [BUILD_DIR]      (default: build)
+# Benchmark an optimised build, as one would ship it:
+#   meson setup build-release --buildtype=release -Db_lto=true && ninja -C build-release
 # Environment: WORK (captures and logs, default /tmp/spand-gateway-bench), DURATION (seconds per
 # DPDK run, default 10), CONNS / CONC (synthetic mix: connections / concurrency, default
 # 130000 / 115000), LIVE (handshakes for the RSS run, default 1000000).
@@ -44,6 +46,11 @@ echo "memory:  $(free -g | awk '/Mem:/ {print $2 " GB"}')"
 echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, before the run)"
 echo "dpdk:    $(pkg-config --modversion libdpdk 2>/dev/null || echo '?'), tcptrace $(tcptrace -v 2>&1 | grep -o 'version [0-9.]*' | head -1)"
 echo "gateway: $GW ($(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+echo "build:   $(meson introspect --buildoptions "$build" 2>/dev/null | $PY -c '
+import json, sys
+o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
+print("buildtype=%s optimization=%s b_lto=%s b_ndebug=%s" % (o["buildtype"], o["optimization"], o["b_lto"], o["b_ndebug"]))' || echo '?')"
+echo "thp:     $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?')"
 
 echo "== captures"
 mix="$WORK/mix-$CONNS-$CONC.pcap"
