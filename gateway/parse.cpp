@@ -97,6 +97,14 @@ inline bool is_v6_generic_ext(uint8_t nh) {
 // captured. Known options with a wrong length are ignored, as Linux's tcp_parse_options does.
 inline Drop parse_tcp_options(const uint8_t* hdr, uint32_t hdr_bytes, TcpOptions& opt) {
   uint32_t i = kTcpMinHeaderBytes;
+  // Nearly every segment after the handshake carries exactly NOP, NOP, timestamps (RFC 7323,
+  // appendix A): take that layout at once; anything else goes through the general loop.
+  if (hdr_bytes == kTcpMinHeaderBytes + 12 && rd32(hdr + i) == 0x0101080au) {
+    opt.has_ts = true;
+    opt.tsval = rd32(hdr + i + 4);
+    opt.tsecr = rd32(hdr + i + 8);
+    return Drop::kNone;
+  }
   while (i < hdr_bytes) {
     const uint8_t kind = hdr[i];
     if (kind == kOptEol) break;
