@@ -14,8 +14,9 @@
 # Benchmark an optimised build, as one would ship it:
 #   meson setup build-release --buildtype=release -Db_lto=true && ninja -C build-release
 # Environment: WORK (captures and logs, default /tmp/spand-gateway-bench), DURATION (seconds per
-# DPDK run, default 10), CONNS / CONC (synthetic mix: connections / concurrency, default
-# 130000 / 115000), LIVE (handshakes for the RSS run, default 1000000).
+# DPDK run, default 10), ROUNDS (times (a), (c) and (d) run in turn, default 3), CONNS / CONC
+# (synthetic mix: connections / concurrency, default 130000 / 115000), LIVE (handshakes for the
+# RSS run, default 1000000).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +26,7 @@ build=${1:-build}
 GW="$build/spand-gateway"
 WORK=${WORK:-/tmp/spand-gateway-bench}
 DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-130000}
 CONC=${CONC:-115000}
 LIVE=${LIVE:-1000000}
@@ -77,18 +79,50 @@ thread_cpu() {
   echo 0
 }
 
-echo "== (a) spand-gateway, 1 worker lcore, DPDK net_pcap infinite_rx, ${DURATION} s"
-"$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- > /dev/null 2> "$WORK/gw_dpdk.log" &
-pid=$!
-# The clock starts when the worker lcore polls; setup (preloading the file) is not measured.
-sleep "$DURATION"
-kill -INT "$pid"
-wait "$pid" || die "gateway (DPDK) failed: $(tail -3 "$WORK/gw_dpdk.log")"
-line=$(grep -a '^dpdk: .* packets received' "$WORK/gw_dpdk.log") || die "no dpdk summary line"
-echo "$line"
-grep -a '^summary:\|^connections:\|^samples:' "$WORK/gw_dpdk.log" | sed 's/^/  /'
-gw_dpdk_wall=$(sed -E 's/.*: ([0-9.]+) Mpps on.*/\1/' <<< "$line")
-gw_dpdk_cpu=$(sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$line")
+timed() { # prints "wall user sys maxrss_kb" of the command; its stdout and stderr go to $1
+  local log=$1
+  shift
+  /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.out" "$@" > "$log" 2>&1 || die "$1 failed: $(tail -3 "$log")"
+  cat "$WORK/time.out"
+}
+rate() { awk -v p="$1" -v c="$2" 'BEGIN {if (c > 0) printf "%.4f", p / c / 1e6; else print 0}'; }
+
+# (a), (c) and (d) run ROUNDS times in turn, so that each ratio compares runs made minutes apart
+# at most; the results give every round and the medians.
+declare -a A_WALL A_CPU C_WALL C_CPU D_WALL D_CPU D_OWN
+run_a() {
+  echo "== (a) spand-gateway, 1 worker lcore, DPDK net_pcap infinite_rx, ${DURATION} s"
+  "$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- > /dev/null 2> "$WORK/gw_dpdk.log" &
+  local pid=$! line
+  # The clock starts when the worker lcore polls; setup (preloading the file) is not measured.
+  sleep "$DURATION"
+  kill -INT "$pid"
+  wait "$pid" || die "gateway (DPDK) failed: $(tail -3 "$WORK/gw_dpdk.log")"
+  line=$(grep -a '^dpdk: .* packets received' "$WORK/gw_dpdk.log") || die "no dpdk summary line"
+  echo "$line"
+  grep -a '^summary:\|^connections:\|^samples:' "$WORK/gw_dpdk.log" | sed 's/^/  /'
+  A_WALL+=("$(sed -E 's/.*: ([0-9.]+) Mpps on.*/\1/' <<< "$line")")
+  A_CPU+=("$(sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$line")")
+}
+run_c() {
+  echo "== (c) tcptrace -n -l -r (no name lookups: tcptrace's fastest mode)"
+  local wall user sys conns
+  read -r wall user sys _ < <(timed "$WORK/tcptrace.log" tcptrace -n -l -r "$mix")
+  conns=$(grep -a -c '^TCP connection [0-9]*:' "$WORK/tcptrace.log" || true)
+  echo "tcptrace: $mix_packets packets, $conns connections in $wall s wall, $user + $sys s CPU"
+  C_WALL+=("$(rate "$mix_packets" "$wall")")
+  C_CPU+=("$(rate "$mix_packets" "$(awk -v a="$user" -v b="$sys" 'BEGIN {print a + b}')")")
+}
+run_d() {
+  echo "== (d) spand-gateway --pcap"
+  local wall user sys
+  read -r wall user sys _ < <(timed "$WORK/gw_pcap.log" "$GW" --pcap "$mix")
+  grep -a '^summary:\|^elapsed:\|^connections:\|^samples:' "$WORK/gw_pcap.log" | sed 's/^/  /'
+  echo "gateway --pcap: $mix_packets packets in $wall s wall, $user + $sys s CPU (process: table set-up and file reading included)"
+  D_WALL+=("$(rate "$mix_packets" "$wall")")
+  D_CPU+=("$(rate "$mix_packets" "$(awk -v a="$user" -v b="$sys" 'BEGIN {print a + b}')")")
+  D_OWN+=("$(grep -a '^elapsed:' "$WORK/gw_pcap.log" | sed -E 's/.* ([0-9.]+) Mpps.*/\1/')")
+}
 
 echo "== (b) dpdk-testpmd --forward-mode=rxonly, same vdev, ${DURATION} s"
 dpdk-testpmd -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- --forward-mode=rxonly \
@@ -106,25 +140,12 @@ tp_wall=$(grep -a 'Rx-pps:' "$WORK/testpmd.log" | awk 'NR > 2 {s += $2; n++} END
 tp_cpu=$(awk -v p="$tp_packets" -v c="$tp_cpu_s" 'BEGIN {if (c > 0) printf "%.3f", p / c / 1e6; else print 0}')
 echo "testpmd: $tp_packets packets; $tp_wall Mpps (wall); forwarding lcore CPU $tp_cpu_s s: $tp_cpu Mpps per CPU-second"
 
-timed() { # prints "wall user sys maxrss_kb" of the command; its stdout and stderr go to $1
-  local log=$1
-  shift
-  /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.out" "$@" > "$log" 2>&1 || die "$1 failed: $(tail -3 "$log")"
-  cat "$WORK/time.out"
-}
-
-echo "== (c) tcptrace -n -l -r (no name lookups: tcptrace's fastest mode)"
-read -r tt_wall tt_user tt_sys _ < <(timed "$WORK/tcptrace.log" tcptrace -n -l -r "$mix")
-tt_cpu=$(awk -v a="$tt_user" -v b="$tt_sys" 'BEGIN {print a + b}')
-tt_conns=$(grep -a -c '^TCP connection [0-9]*:' "$WORK/tcptrace.log" || true)
-echo "tcptrace: $mix_packets packets, $tt_conns connections in $tt_wall s wall, $tt_cpu s CPU"
-
-echo "== (d) spand-gateway --pcap"
-read -r gp_wall gp_user gp_sys _ < <(timed "$WORK/gw_pcap.log" "$GW" --pcap "$mix")
-gp_cpu=$(awk -v a="$gp_user" -v b="$gp_sys" 'BEGIN {print a + b}')
-grep -a '^summary:\|^elapsed:\|^connections:\|^samples:' "$WORK/gw_pcap.log" | sed 's/^/  /'
-echo "gateway --pcap: $mix_packets packets in $gp_wall s wall, $gp_cpu s CPU (process: table set-up and file reading included)"
-gp_own=$(grep -a '^elapsed:' "$WORK/gw_pcap.log" | sed -E 's/.* ([0-9.]+) Mpps.*/\1/')
+for ((round = 1; round <= ROUNDS; round++)); do
+  echo "== round $round of $ROUNDS"
+  run_a
+  run_c
+  run_d
+done
 
 echo "== (e) state per tracked connection"
 g++ -std=c++20 -O2 -I"$root/gateway" "$here/gateway_bench_sizes.cpp" "$build/gateway/libspand_core.a" \
@@ -141,21 +162,30 @@ grep -a '^connections:' "$WORK/gw_live.log" | sed 's/^/  /'
 echo "peak RSS: $(( lv_rss / 1024 )) MB ($(( lv_rss * 1024 / LIVE )) B per live connection, fixed costs included), $lv_wall s"
 
 echo "== results"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.1f", a / b; else print "n/a"}'; }
-tt_rate_cpu=$(awk -v p="$mix_packets" -v c="$tt_cpu" 'BEGIN {printf "%.4f", p / c / 1e6}')
-tt_rate_wall=$(awk -v p="$mix_packets" -v c="$tt_wall" 'BEGIN {printf "%.4f", p / c / 1e6}')
-gp_rate_cpu=$(awk -v p="$mix_packets" -v c="$gp_cpu" 'BEGIN {printf "%.4f", p / c / 1e6}')
-gp_rate_wall=$(awk -v p="$mix_packets" -v c="$gp_wall" 'BEGIN {printf "%.4f", p / c / 1e6}')
-printf '%-44s %14s %18s\n' "" "Mpps (wall)" "Mpps per CPU-s"
-printf '%-44s %14s %18s\n' "(a) spand-gateway, DPDK, 1 worker lcore" "$gw_dpdk_wall" "$gw_dpdk_cpu"
-printf '%-44s %14s %18s\n' "(b) dpdk-testpmd rxonly (ceiling)" "$tp_wall" "$tp_cpu"
-printf '%-44s %14s %18s\n' "(c) tcptrace -n -l -r" "$tt_rate_wall" "$tt_rate_cpu"
-printf '%-44s %14s %18s\n' "(d) spand-gateway --pcap (whole process)" "$gp_rate_wall" "$gp_rate_cpu"
-printf '%-44s %14s %18s\n' "(d') spand-gateway --pcap, its packet loop" "$gp_own" ""
-echo "ratios (per CPU-second; wall in brackets):"
-echo "  gateway DPDK / testpmd ceiling: $(ratio "$gw_dpdk_cpu" "$tp_cpu") ($(ratio "$gw_dpdk_wall" "$tp_wall"))"
-echo "  gateway DPDK / tcptrace:        $(ratio "$gw_dpdk_cpu" "$tt_rate_cpu") ($(ratio "$gw_dpdk_wall" "$tt_rate_wall"))   target >= 20"
-echo "  gateway --pcap / tcptrace:      $(ratio "$gp_rate_cpu" "$tt_rate_cpu") ($(ratio "$gp_rate_wall" "$tt_rate_wall"))"
+$PY - "$ROUNDS" "${A_WALL[*]}" "${A_CPU[*]}" "$tp_wall" "$tp_cpu" "${C_WALL[*]}" "${C_CPU[*]}" \
+  "${D_WALL[*]}" "${D_CPU[*]}" "${D_OWN[*]}" <<'PY'
+import statistics as st, sys
+rounds = int(sys.argv[1])
+a_wall, a_cpu = ([float(x) for x in v.split()] for v in sys.argv[2:4])
+tp_wall, tp_cpu = float(sys.argv[4]), float(sys.argv[5])
+c_wall, c_cpu, d_wall, d_cpu, d_own = ([float(x) for x in v.split()] for v in sys.argv[6:11])
+med = st.median
+print(f"{'':46s} {'Mpps (wall)':>12s} {'Mpps per CPU-s':>15s}   every round (per CPU-s)")
+def row(name, wall, cpu, every=None):
+    print(f"{name:46s} {wall:12.3f} {cpu:15.3f}   {every or ''}")
+fmt = lambda xs: " ".join(f"{x:.3f}" for x in xs)
+row("(a) spand-gateway, DPDK, 1 worker lcore", med(a_wall), med(a_cpu), fmt(a_cpu))
+row("(b) dpdk-testpmd rxonly (ceiling)", tp_wall, tp_cpu)
+row("(c) tcptrace -n -l -r", med(c_wall), med(c_cpu), fmt(c_cpu))
+row("(d) spand-gateway --pcap (whole process)", med(d_wall), med(d_cpu), fmt(d_cpu))
+print(f"{'(d2) spand-gateway --pcap, its packet loop':46s} {med(d_own):12.3f}")
+ratio = lambda xs, ys: [x / y for x, y in zip(xs, ys) if y > 0]
+ad, dd = ratio(a_cpu, c_cpu), ratio(d_cpu, c_cpu)
+print(f"ratios per CPU-second, medians of the {rounds} rounds' ratios (every round in brackets):")
+print(f"  gateway DPDK / testpmd ceiling: {med(a_cpu) / tp_cpu:.2f}")
+print(f"  gateway DPDK / tcptrace:        {med(ad):.1f}  ({' '.join(f'{x:.1f}' for x in ad)})   target >= 20")
+print(f"  gateway --pcap / tcptrace:      {med(dd):.1f}  ({' '.join(f'{x:.1f}' for x in dd)})")
+PY
 echo "targets: >= 10 Mpps per lcore via DPDK: (a) above; <= 256 B per connection: $bpf B"
 echo "(e) $bpf B per connection; (f) peak RSS $(( lv_rss / 1024 )) MB with $LIVE live connections"
 echo "load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
