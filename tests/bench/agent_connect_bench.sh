@@ -8,6 +8,9 @@
 #               rate, the socket-state map, the state callback at close);
 #   no match  - in cgroup "on", client bound to 127.0.0.3, no policy: the lookups alone (the
 #               common case for clients without an estimate).
+# Then the same three cases interleaved inside one process, blocks of CONNECTIONS/10, as many
+# connections per case as above (agent_connect_bench --interleave): on a shared machine the
+# other load changes within seconds, and this puts it on all three cases alike.
 # Usage: tests/bench/agent_connect_bench.sh BUILD_DIR [CONNECTIONS] [ROUNDS]
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [CONNECTIONS] [ROUNDS]}
@@ -60,10 +63,13 @@ for ((r = 0; r < rounds; r++)); do
   nom+=("$(run "$on" 127.0.0.3)")
   echo "round $r (conn/s,cpu us/conn): detached ${det[r]} applied ${app[r]} no-match ${nom[r]}"
 done
+block=$((n / 10))
+echo "interleaved: $((rounds * 10)) rounds of $block connections per case, order rotated per round"
+"$bench" --interleave "$off" "$on" $((rounds * 10)) "$block" 18080 > "$work/interleaved.txt"
 applied=$(bpftool map dump pinned /sys/fs/bpf/spand/stats | python3 -c '
 import json, sys
 print(sum(v["value"] for e in json.load(sys.stdin) if e["key"] == 1 for v in e["values"]))')
-echo "program: policies applied to $applied connections (expected $((n * rounds)))"
+echo "program: policies applied to $applied connections (expected $((2 * n * rounds)))"
 python3 - "${det[*]}" "${app[*]}" "${nom[*]}" <<'PY'
 import statistics, sys
 def parse(arg):
@@ -76,4 +82,24 @@ for name, r, c in (("applied", ar, ac), ("no match", mr, mc)):
     mv, mvc = statistics.median(r), statistics.median(c)
     print("median attached (%s): %.0f conn/s (%.1f%% slower), %.2f cpu us/conn (%+.1f%%)"
           % (name, mv, 100 * (1 - mv / md), mvc, 100 * (mvc / mdc - 1)))
+PY
+python3 - "$work/interleaved.txt" <<'PY'
+import collections, re, statistics, sys
+rows = collections.defaultdict(dict)  # round -> case -> (connections, seconds, cpu_s)
+for line in open(sys.argv[1]):
+    f = dict(re.findall(r"(\w+)=(\S+)", line))
+    rows[int(f["round"])][f["case"]] = (int(f["connections"]), float(f["seconds"]), float(f["cpu_s"]))
+tot = {c: [sum(r[c][i] for r in rows.values()) for i in range(3)] for c in ("detached", "applied", "no_match")}
+rate = {c: t[0] / t[1] for c, t in tot.items()}
+cpu = {c: 1e6 * t[2] / t[0] for c, t in tot.items()}
+print("interleaved totals: detached %.0f conn/s, %.2f cpu us/conn" % (rate["detached"], cpu["detached"]))
+for c in ("applied", "no_match"):
+    # per round: the case's block against the detached block of the same round
+    rr = [r["detached"][1] / r[c][1] for r in rows.values()]
+    cr = [(r[c][2] / r[c][0]) / (r["detached"][2] / r["detached"][0]) for r in rows.values()]
+    print("interleaved %s: %.0f conn/s (%.1f%% slower; median of per-round ratios %.1f%%), "
+          "%.2f cpu us/conn (%+.1f%%; per-round median %+.1f%%)"
+          % (c.replace("_", " "), rate[c], 100 * (1 - rate[c] / rate["detached"]),
+             100 * (1 - statistics.median(rr)), cpu[c], 100 * (cpu[c] / cpu["detached"] - 1),
+             100 * (statistics.median(cr) - 1)))
 PY

@@ -21,11 +21,19 @@
 #define SPAND_CLAMP_UNLIMITED 0x7fffffff
 #define SPAND_PACING_UNLIMITED (~0u)
 
+/* The one kernel field read through BTF (CO-RE: libbpf relocates the offset against the
+ * running kernel's BTF, /sys/kernel/btf/vmlinux). */
+struct tcp_sock {
+  __u32 snd_cwnd_clamp;
+} __attribute__((preserve_access_index));
+
 char LICENSE[] SEC("license") = "GPL";
 
 /* Set by the agent before loading (read-only data: the verifier prunes the disabled paths).
  * A server agent tunes accepted connections; outgoing ones only when asked. */
 const volatile __u32 spand_tune_outgoing = 0;
+/* Whether tune_ports has entries (fixed at start): without, no lookup per connection. */
+const volatile __u32 spand_have_tune_ports = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -114,6 +122,9 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   __u32 flags = p->flags;
   __u64 rate = p->pacing_rate_bytes_per_s;
   char cc[SPAND_CC_NAME_LEN];
+  struct bpf_sock* sk;
+  struct spand_sock_state* st;
+  int clamped = 0;
   int v;
 
   if (flags & SPAND_POLICY_SET_CC) {
@@ -135,6 +146,8 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     v = (int)iw;
     if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &v, sizeof(v)))
       count(SPAND_STAT_CLAMP_FAILED);
+    else
+      clamped = 1;
   }
   if (rate) {
     /* Setting a finite SO_MAX_PACING_RATE also requests TCP-internal pacing (no fq here).
@@ -143,20 +156,68 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
       count(SPAND_STAT_PACING_FAILED);
   }
-  if (rate || (flags & SPAND_POLICY_SKIP_SS)) {
-    struct bpf_sock* sk = skops->sk;
-    struct spand_sock_state* st =
-        sk ? bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE) : 0;
+  if (!rate && !(flags & SPAND_POLICY_SKIP_SS)) goto out;
+  sk = skops->sk;
+  if (!sk) {
+    count(SPAND_STAT_STATE_FULL);
+    goto out;
+  }
+  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE)) {
+    /* The default policy (clamp, pacing, congestion avoidance emulated) needs no socket state
+     * during the first window: on_ack reads the window back from the clamp. State is created
+     * once the first window is acked, so a connection that ends within it allocates none.
+     * A socket that has state already (a spand_tune request after an establishment policy)
+     * keeps using it. */
+    st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
+  } else {
+    st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
     if (!st) {
       count(SPAND_STAT_STATE_FULL);
-    } else {
-      st->phase = SPAND_PHASE_FIRST_WINDOW;
-      st->flags = flags | (rate ? SPAND_STATE_PACED : 0);
-      st->first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
-      bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG);
+      goto out;
     }
   }
+  if (st) {
+    st->phase = SPAND_PHASE_FIRST_WINDOW;
+    st->flags = flags | (rate ? SPAND_STATE_PACED : 0);
+    st->first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
+  }
+  bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG);
+out:
   count(SPAND_STAT_APPLIED);
+}
+
+/* The first window of a socket whose policy skips slow start, paces and emulates congestion
+ * avoidance (apply_policy created no state for it). The clamp still holds the initial window:
+ * nothing else sets it, and BBR, which resets ssthresh, leaves it alone. The first window ends
+ * once iw * mss bytes are acked (a passive socket starts at bytes_acked 0; an active one
+ * counts its SYN, one byte). The kernel calls back once per round trip (tcp_rtt_estimator),
+ * so a first window acked within one round trip ends at the next callback, as with state. */
+static __always_inline void first_window_stateless(struct bpf_sock_ops* skops,
+                                                   struct bpf_sock* sk) {
+  struct tcp_sock* tp = bpf_skc_to_tcp_sock(sk);
+  struct spand_sock_state* st;
+  __u32 unlimited = SPAND_PACING_UNLIMITED;
+  __u32 iw;
+  int v;
+
+  if (!tp) return;
+  iw = tp->snd_cwnd_clamp;
+  if (skops->bytes_acked < (__u64)iw * skops->mss_cache) return;
+  bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &unlimited, sizeof(unlimited));
+  count(SPAND_STAT_PACING_LIFTED);
+  /* The rest of the connection: the clamp raised once per round trip, which needs state. */
+  st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+  if (st) {
+    st->phase = SPAND_PHASE_AFTER;
+    st->flags = SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE;
+    st->raise_mark_snd_nxt = skops->snd_nxt;
+    return;
+  }
+  /* No memory for the state: leave congestion control to the kernel from here on. */
+  count(SPAND_STAT_STATE_FULL);
+  v = SPAND_CLAMP_UNLIMITED;
+  bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &v, sizeof(v));
+  bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_RTT_CB_FLAG);
 }
 
 static __always_inline void on_ack(struct bpf_sock_ops* skops) {
@@ -166,7 +227,10 @@ static __always_inline void on_ack(struct bpf_sock_ops* skops) {
 
   if (!sk) return;
   st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
-  if (!st) return;
+  if (!st) {
+    first_window_stateless(skops, sk);
+    return;
+  }
   if (st->phase == SPAND_PHASE_FIRST_WINDOW) {
     if (skops->bytes_acked < st->first_window_bytes) return;
     if (st->flags & SPAND_STATE_PACED) {
@@ -250,7 +314,7 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       __u16 lport = (__u16)skops->local_port;
       pol = lookup_policy(skops);
       if (pol) apply_policy(skops, pol);
-      if (bpf_map_lookup_elem(&tune_ports, &lport))
+      if (spand_have_tune_ports && bpf_map_lookup_elem(&tune_ports, &lport))
         bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
                                              BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG |
                                              BPF_SOCK_OPS_STATE_CB_FLAG);

@@ -79,6 +79,7 @@ bool BpfApplier::start(std::string& error) {
     return false;
   }
   skel_->rodata->spand_tune_outgoing = tune_outgoing_ ? 1 : 0;
+  skel_->rodata->spand_have_tune_ports = tune_ports_.empty() ? 0 : 1;
   if (int err = spand_sockops_bpf__load(skel_); err) {
     error = std::string("cannot load the sock_ops program: ") + std::strerror(-err);
     spand_sockops_bpf__destroy(skel_);

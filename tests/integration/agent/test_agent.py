@@ -53,6 +53,16 @@ def cgroup_progs(lab):
     return sh("bpftool cgroup show %s" % lab.cgroup).stdout
 
 
+def program_stats():
+    """The sock_ops program's counters (enum spand_stat in spand_maps.h), summed over CPUs."""
+    dump = json.loads(sh("bpftool -j map dump pinned /sys/fs/bpf/spand/stats").stdout)
+    entries = [e["formatted"] for e in dump]  # with BTF: integers rather than byte lists
+    return {e["key"]: sum(v["value"] for v in e["values"]) for e in entries}
+
+
+STAT_PACING_LIFTED, STAT_CLAMP_RAISED, STAT_STATE_FULL = 6, 7, 9
+
+
 def capture_gaps(lab, n_segments, run):
     """Runs `run()` under tcpdump in the client namespace; returns the capture times (s) of the
     first n_segments distinct data segments from the server."""
@@ -84,7 +94,7 @@ def test_bpf_estimate_sets_window_ssthresh_and_pacing():
         # cwnd_opt * mss / srtt in bytes per second (DESIGN.md "Pacing"), mss as configured.
         assert abs(rate_bps - EXPECTED * MSS / (RTT_MS / 1000)) <= 1
         assert "spand_sockops" in cgroup_progs(lab)
-        start_server(lab)
+        srv = start_server(lab)
         lab.probe_start(PORT)
         holder = {}
         times = capture_gaps(lab, EXPECTED, lambda: holder.update(
@@ -102,6 +112,16 @@ def test_bpf_estimate_sets_window_ssthresh_and_pacing():
         ideal_s = (EXPECTED - 10) * MSS / rate_bps
         print("bpf: first window span %.2f ms, ideal %.2f ms" % (span_s * 1e3, ideal_s * 1e3))
         assert span_s >= 0.25 * ideal_s
+        # Once the first window is acked: pacing lifted, then congestion avoidance under the
+        # clamp, +1 segment per round trip (the program keeps no per-socket state in the
+        # first window for this default policy; it reads the window back from the clamp).
+        m = srv.wait_line(r"done port=%d cwnd=(\d+) ssthresh=(\d+) max_pacing=(\d+)" % holder["port"])
+        print("bpf: end of transfer: cwnd=%s ssthresh=%s max_pacing=%s" % m.groups())
+        assert int(m.group(3)) == 2**64 - 1
+        assert EXPECTED + 1 <= int(m.group(2)) <= EXPECTED + 5
+        stats = program_stats()
+        assert stats[STAT_PACING_LIFTED] >= 1 and stats[STAT_CLAMP_RAISED] >= 1
+        assert stats[STAT_STATE_FULL] == 0
         assert agent.stop() == 0
         assert "spand_sockops" not in cgroup_progs(lab)
         assert not os.path.exists("/sys/fs/bpf/spand")
