@@ -89,7 +89,7 @@ rate() { awk -v p="$1" -v c="$2" 'BEGIN {if (c > 0) printf "%.4f", p / c / 1e6; 
 
 # (a), (c) and (d) run ROUNDS times in turn, so that each ratio compares runs made minutes apart
 # at most; the results give every round and the medians.
-declare -a A_WALL A_CPU C_WALL C_CPU D_WALL D_CPU D_OWN
+declare -a A_WALL A_CPU W_CPU C_WALL C_CPU D_WALL D_CPU D_OWN
 run_a() {
   echo "== (a) spand-gateway, 1 worker lcore, DPDK net_pcap infinite_rx, ${DURATION} s"
   "$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- > /dev/null 2> "$WORK/gw_dpdk.log" &
@@ -103,6 +103,19 @@ run_a() {
   grep -a '^summary:\|^connections:\|^samples:' "$WORK/gw_dpdk.log" | sed 's/^/  /'
   A_WALL+=("$(sed -E 's/.*: ([0-9.]+) Mpps on.*/\1/' <<< "$line")")
   A_CPU+=("$(sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$line")")
+}
+# (a) again with the Redis writer on (a local redis-server): the data-plane cost of aggregation.
+run_a_writer() {
+  echo "== (a+w) as (a), with --redis (writer on, flush every 1 s)"
+  "$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- --redis "redis://127.0.0.1:$redis_port" \
+    > /dev/null 2> "$WORK/gw_dpdk_w.log" &
+  local pid=$! line
+  sleep "$DURATION"
+  kill -INT "$pid"
+  wait "$pid" || die "gateway (DPDK, writer) failed: $(tail -3 "$WORK/gw_dpdk_w.log")"
+  line=$(grep -a '^dpdk: .* packets received' "$WORK/gw_dpdk_w.log") || die "no dpdk summary line"
+  echo "$line"
+  W_CPU+=("$(sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$line")")
 }
 run_c() {
   echo "== (c) tcptrace -n -l -r (no name lookups: tcptrace's fastest mode)"
@@ -140,9 +153,22 @@ tp_wall=$(grep -a 'Rx-pps:' "$WORK/testpmd.log" | awk 'NR > 2 {s += $2; n++} END
 tp_cpu=$(awk -v p="$tp_packets" -v c="$tp_cpu_s" 'BEGIN {if (c > 0) printf "%.3f", p / c / 1e6; else print 0}')
 echo "testpmd: $tp_packets packets; $tp_wall Mpps (wall); forwarding lcore CPU $tp_cpu_s s: $tp_cpu Mpps per CPU-second"
 
+redis_port=
+if command -v redis-server > /dev/null; then
+  redis_port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK" \
+    > "$WORK/redis.log" 2>&1 &
+  redis_pid=$!
+  trap 'kill $redis_pid 2>/dev/null || true' EXIT
+  for _ in $(seq 100); do redis-cli -p "$redis_port" ping > /dev/null 2>&1 && break; sleep 0.05; done
+else
+  echo "(no redis-server: the writer-on runs are left out)"
+fi
+
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "== round $round of $ROUNDS"
   run_a
+  [[ -n $redis_port ]] && run_a_writer
   run_c
   run_d
 done
@@ -163,7 +189,7 @@ echo "peak RSS: $(( lv_rss / 1024 )) MB ($(( lv_rss * 1024 / LIVE )) B per live 
 
 echo "== results"
 $PY - "$ROUNDS" "${A_WALL[*]}" "${A_CPU[*]}" "$tp_wall" "$tp_cpu" "${C_WALL[*]}" "${C_CPU[*]}" \
-  "${D_WALL[*]}" "${D_CPU[*]}" "${D_OWN[*]}" <<'PY'
+  "${D_WALL[*]}" "${D_CPU[*]}" "${D_OWN[*]}" "${W_CPU[*]:-}" <<'PY'
 import statistics as st, sys
 rounds = int(sys.argv[1])
 a_wall, a_cpu = ([float(x) for x in v.split()] for v in sys.argv[2:4])
@@ -185,6 +211,11 @@ print(f"ratios per CPU-second, medians of the {rounds} rounds' ratios (every rou
 print(f"  gateway DPDK / testpmd ceiling: {med(a_cpu) / tp_cpu:.2f}")
 print(f"  gateway DPDK / tcptrace:        {med(ad):.1f}  ({' '.join(f'{x:.1f}' for x in ad)})   target >= 20")
 print(f"  gateway --pcap / tcptrace:      {med(dd):.1f}  ({' '.join(f'{x:.1f}' for x in dd)})")
+w_cpu = [float(x) for x in sys.argv[11].split()]
+if w_cpu:
+    wd = [100 * (w / a - 1) for w, a in zip(w_cpu, a_cpu)]
+    print(f"writer on (a+w) vs off (a), DPDK per CPU-second: on {fmt(w_cpu)}; change per round "
+          f"{' '.join(f'{x:+.1f} %' for x in wd)}, median {med(wd):+.1f} %   target within 5 %")
 PY
 echo "targets: >= 10 Mpps per lcore via DPDK: (a) above; <= 256 B per connection: $bpf B"
 echo "(e) $bpf B per connection; (f) peak RSS $(( lv_rss / 1024 )) MB with $LIVE live connections"
