@@ -24,6 +24,7 @@ class CallTimer {
     }
     return st;
   }
+  Metrics* metrics() const { return metrics_; }
 
  private:
   Metrics* metrics_;
@@ -31,27 +32,58 @@ class CallTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The reactor of one Get: started by the handler, finished by the core (inline on a cache hit,
+// else from the store's reader thread), deleted by gRPC when the call is over.
+class GetReactor final : public grpc::ServerUnaryReactor, public GetCall {
+ public:
+  GetReactor(Metrics* m, v1::Estimate* reply) : timer_(m, RpcMethod::kGet), reply_(reply) {}
+  void finish(const grpc::Status& st) override {
+    if (st.ok() && timer_.metrics()) timer_.metrics()->count_estimate(reply_->verdict());
+    Finish(timer_.done(st));  // may delete this: nothing after
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  CallTimer timer_;
+  v1::Estimate* reply_;
+};
+
+class BatchGetReactor final : public grpc::ServerUnaryReactor, public BatchGetCall {
+ public:
+  BatchGetReactor(Metrics* m, v1::BatchGetResponse* reply)
+      : timer_(m, RpcMethod::kBatchGet), reply_(reply) {}
+  void finish(const grpc::Status& st) override {
+    if (st.ok() && timer_.metrics()) {
+      for (const v1::Estimate& e : reply_->estimates())
+        timer_.metrics()->count_estimate(e.verdict());
+    }
+    Finish(timer_.done(st));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  CallTimer timer_;
+  v1::BatchGetResponse* reply_;
+};
+
 }  // namespace
 
 EstimatesService::EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics)
     : core_(core), hub_(hub), metrics_(metrics) {}
 
-grpc::Status EstimatesService::Get(grpc::ServerContext*, const v1::GetRequest* req,
-                                   v1::Estimate* reply) {
-  CallTimer t(metrics_, RpcMethod::kGet);
-  grpc::Status st = core_.get(*req, *reply);
-  if (st.ok() && metrics_) metrics_->count_estimate(reply->verdict());
-  return t.done(st);
+grpc::ServerUnaryReactor* EstimatesService::Get(grpc::CallbackServerContext*,
+                                                const v1::GetRequest* req, v1::Estimate* reply) {
+  auto* r = new GetReactor(metrics_, reply);
+  core_.start_get(*req, *reply, *r);
+  return r;
 }
 
-grpc::Status EstimatesService::BatchGet(grpc::ServerContext*, const v1::BatchGetRequest* req,
-                                        v1::BatchGetResponse* reply) {
-  CallTimer t(metrics_, RpcMethod::kBatchGet);
-  grpc::Status st = core_.batch_get(*req, *reply);
-  if (st.ok() && metrics_) {
-    for (const v1::Estimate& e : reply->estimates()) metrics_->count_estimate(e.verdict());
-  }
-  return t.done(st);
+grpc::ServerUnaryReactor* EstimatesService::BatchGet(grpc::CallbackServerContext*,
+                                                     const v1::BatchGetRequest* req,
+                                                     v1::BatchGetResponse* reply) {
+  auto* r = new BatchGetReactor(metrics_, reply);
+  core_.start_batch_get(*req, *reply, *r);
+  return r;
 }
 
 grpc::Status EstimatesService::Top(grpc::ServerContext*, const v1::TopRequest* req,
