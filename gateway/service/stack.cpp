@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "window_pipe.hpp"
+
 namespace spand {
 namespace {
 // Reports queued between two ticks; beyond this an agent flood is dropped, not buffered.
@@ -11,12 +13,25 @@ constexpr size_t kMaxQueuedReports = 1'000'000;
 constexpr std::chrono::milliseconds kMetricsPeriod{250};
 }  // namespace
 
+// One reader thread's connection: exactly one of the two.
+struct StorePool::Reader {
+  std::unique_ptr<WindowPipe> pipe;
+  std::unique_ptr<RedisStore> store;
+  std::vector<WindowRead> reads;  // store: the batch in RedisStore's form
+};
+
 StorePool::StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch)
     : misc_(opts), max_batch_(std::max<size_t>(max_batch, 1)) {
   for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
-    readers_.push_back(std::make_unique<RedisStore>(opts));
+    auto r = std::make_unique<Reader>();
+    if (opts.cluster_seeds.empty()) {
+      r->pipe = std::make_unique<WindowPipe>(opts.endpoint, opts.conn, opts.window);
+    } else {
+      r->store = std::make_unique<RedisStore>(opts);
+    }
+    readers_.push_back(std::move(r));
   }
-  for (auto& r : readers_) threads_.emplace_back([this, store = r.get()] { run(*store); });
+  for (auto& r : readers_) threads_.emplace_back([this, reader = r.get()] { run(*reader); });
 }
 
 StorePool::~StorePool() {
@@ -41,9 +56,8 @@ void StorePool::read_async(WindowReadOp* const* ops, size_t n) {
   }
 }
 
-void StorePool::run(RedisStore& store) {
+void StorePool::run(Reader& r) {
   std::vector<WindowReadOp*> batch;
-  std::vector<WindowRead> reads;
   batch.reserve(max_batch_);
   std::unique_lock lock(mu_);
   for (;;) {
@@ -55,19 +69,22 @@ void StorePool::run(RedisStore& store) {
     ++batches_;
     reads_ += n;
     lock.unlock();
-    reads.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      reads[i].prefix = batch[i]->prefix;
-      reads[i].now_ns = batch[i]->now_ns;
+    if (r.pipe) {
+      r.pipe->read(batch.data(), n);
+    } else {
+      r.reads.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        r.reads[i].prefix = batch[i]->prefix;
+        r.reads[i].now_ns = batch[i]->now_ns;
+      }
+      r.store->read_windows(r.reads);
+      for (size_t i = 0; i < n; ++i) {
+        batch[i]->acc = r.reads[i].acc;
+        batch[i]->ok = r.reads[i].ok;
+        batch[i]->error = std::move(r.reads[i].error);
+      }
     }
-    store.read_windows(reads);
-    for (size_t i = 0; i < n; ++i) {
-      WindowReadOp& op = *batch[i];
-      op.acc = reads[i].acc;
-      op.ok = reads[i].ok;
-      op.error = std::move(reads[i].error);
-      op.complete();  // may free the op
-    }
+    for (size_t i = 0; i < n; ++i) batch[i]->complete();  // may free the op
     lock.lock();
   }
 }

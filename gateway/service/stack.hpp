@@ -29,8 +29,9 @@ namespace spand {
 // Several Redis connections behind one EstimateStore and AsyncWindowReader. Reads are queued;
 // each connection has a reader thread that takes every read queued at that moment (up to
 // `max_batch`) and sends them as one pipeline (one HMGET each, one round trip), then completes
-// them from its own thread. Under load one syscall pair and one Redis wakeup serve many Gets;
-// when idle a read goes out at once, alone. Up to `connections` pipelines are in flight. The
+// them from its own thread. On a single node the pipeline is a WindowPipe (window_pipe.hpp); on
+// a Redis Cluster it is a RedisStore. Under load one syscall pair and one Redis wakeup serve many
+// Gets; when idle a read goes out at once, alone. Up to `connections` pipelines are in flight. The
 // queue's lock is never held across a Redis round trip. write and top_prefixes use a connection
 // of their own.
 class StorePool final : public EstimateStore, public AsyncWindowReader {
@@ -56,9 +57,10 @@ class StorePool final : public EstimateStore, public AsyncWindowReader {
   Stats stats() const;
 
  private:
-  void run(RedisStore& store);
+  struct Reader;
+  void run(Reader& r);
 
-  std::vector<std::unique_ptr<RedisStore>> readers_;
+  std::vector<std::unique_ptr<Reader>> readers_;
   RedisStore misc_;  // write, top_prefixes
   size_t max_batch_;
   mutable std::mutex mu_;
