@@ -7,6 +7,8 @@
 // Prints one line: rate, latency percentiles, counts, and this process's CPU time.
 // usage: get_loadgen TARGET DATA_JSON [--requests N] [--warmup N] [--concurrency N]
 //                    [--connections K] [--threads T] [--min-samples N] [--label TEXT]
+//                    [--minimal-stack 1]  (GRPC_ARG_MINIMAL_STACK on the client's channels)
+#include <absl/synchronization/mutex.h>
 #include <arpa/inet.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/resource.h>
@@ -65,6 +67,7 @@ struct Options {
   uint32_t connections = 4;
   uint32_t threads = 1;
   uint64_t min_samples = 1;
+  bool minimal_stack = false;
   std::string label = "get_loadgen";
 };
 
@@ -198,10 +201,11 @@ std::string format_map(const std::map<std::string, uint64_t>& m) {
 }
 
 int usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s TARGET DATA_JSON [--requests N] [--warmup N] [--concurrency N] "
-               "[--connections K] [--threads T] [--min-samples N] [--label TEXT]\n",
-               argv0);
+  std::fprintf(
+      stderr,
+      "usage: %s TARGET DATA_JSON [--requests N] [--warmup N] [--concurrency N] "
+      "[--connections K] [--threads T] [--min-samples N] [--label TEXT] [--minimal-stack 1]\n",
+      argv0);
   return 2;
 }
 
@@ -230,6 +234,8 @@ int main(int argc, char** argv) {
       o.threads = uint32_t(std::strtoul(v.c_str(), nullptr, 10));
     } else if (a == "--min-samples") {
       o.min_samples = std::strtoull(v.c_str(), nullptr, 10);
+    } else if (a == "--minimal-stack") {
+      o.minimal_stack = v == "1";
     } else if (a == "--label") {
       o.label = v;
     } else {
@@ -240,6 +246,8 @@ int main(int argc, char** argv) {
       o.threads == 0) {
     return usage(argv[0]);
   }
+  // As the server does (service.cpp): Debian's Abseil tracks every mutex in a global lock graph.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   o.target = pos[0];
   o.data = pos[1];
   o.threads = std::min(o.threads, o.concurrency);
@@ -259,6 +267,9 @@ int main(int argc, char** argv) {
     grpc::ChannelArguments args;
     args.SetInt("spand.loadgen.channel", int(k));
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    // A load generator never retries: a failed call is counted, not hidden.
+    args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+    if (o.minimal_stack) args.SetInt(GRPC_ARG_MINIMAL_STACK, 1);
     auto ch = grpc::CreateCustomChannel(o.target, grpc::InsecureChannelCredentials(), args);
     if (!ch->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(5))) {
       std::fprintf(stderr, "get_loadgen: cannot connect to %s\n", o.target.c_str());
