@@ -95,6 +95,7 @@ grpc::Status EstimatesCore::answer(const v1::GetRequest& req, const Prefix& p,
 }
 
 void EstimatesCore::read(WindowReadOp* const* ops, size_t n) {
+  if (n == 0) return;
   if (reader_) {
     reader_->read_async(ops, n);
     return;
@@ -197,8 +198,9 @@ void EstimatesCore::batch_read_done(BatchGetCall& call) {
   for (size_t i = 0; i < n; ++i) {
     const BatchGetCall::Item& it = call.items_[i];
     if (it.from_store && !it.ok) {
-      call.items_.reset();
-      call.finish({grpc::StatusCode::UNAVAILABLE, "estimate store: " + it.error});
+      const grpc::Status st(grpc::StatusCode::UNAVAILABLE, "estimate store: " + it.error);
+      call.items_.reset();  // `it` is gone from here on
+      call.finish(st);
       return;
     }
   }
