@@ -5,7 +5,7 @@
 # cache off and on; then redis-benchmark GET on the same Redis as the reference. Prints machine
 # info, the numbers and the CPU time each process used during each run (client, server, Redis:
 # on 2 cores they share the machine). If ghz is installed, each case is cross-checked with it
-# (ghz itself needs much more CPU than get_loadgen, so its rates are lower).
+# (ghz needs about three times get_loadgen's CPU per call, so its rates are lower).
 # With BASELINE_DIR (a build dir, or a directory holding gateway/service/{spand-estimates,
 # service_bench_populate} of another commit) each case runs for the baseline and then for
 # BUILD_DIR, against the same Redis (each populates the keys of its own schema) in the same run.
