@@ -3,8 +3,9 @@
 // Addresses come round robin from a ghz-style data file (JSON array of GetRequest objects, as
 // written by service_bench_populate). Every reply is checked (status OK, the prefix echoes the
 // request's /24 or /48, samples >= --min-samples, cwnd_opt present when transfer_bytes was
-// asked), so a broken server cannot look fast: any error or bad reply makes the exit status 1.
-// Prints one line: rate, latency percentiles, counts, and this process's CPU time.
+// asked), so a broken server cannot look fast: only good replies count in the rate and the
+// latencies, and any error or bad reply makes the exit status 1. Prints one line: rate of good
+// replies, latency percentiles, counts, and this process's CPU time.
 // usage: get_loadgen TARGET DATA_JSON [--requests N] [--warmup N] [--concurrency N]
 //                    [--connections K] [--threads T] [--min-samples N] [--label TEXT]
 //                    [--minimal-stack 1]  (GRPC_ARG_MINIMAL_STACK on the client's channels)
@@ -112,7 +113,8 @@ bool start_call(Shared& sh, Call& c, grpc::CompletionQueue& cq) {
   return true;
 }
 
-void check(const Shared& sh, const Call& c, ThreadResult& r) {
+// True for a reply that answers the request; otherwise counted in r.bad by reason.
+bool check(const Shared& sh, const Call& c, ThreadResult& r) {
   const Target& t = (*sh.targets)[c.index % sh.targets->size()];
   const spand::v1::Estimate& e = c.reply;
   if (!t.expect_prefix.empty() && e.prefix() != t.expect_prefix) {
@@ -121,7 +123,10 @@ void check(const Shared& sh, const Call& c, ThreadResult& r) {
     ++r.bad["too few samples"];
   } else if (t.req.has_transfer_bytes() && !e.has_cwnd_opt()) {
     ++r.bad["no cwnd_opt"];
+  } else {
+    return true;
   }
+  return false;
 }
 
 void run_thread(Shared& sh, uint32_t first_slot, uint32_t slots, uint32_t stride, ThreadResult& r) {
@@ -141,9 +146,10 @@ void run_thread(Shared& sh, uint32_t first_slot, uint32_t slots, uint32_t stride
     const std::string code =
         c.status.ok() ? "OK" : "code " + std::to_string(int(c.status.error_code()));
     ++r.codes[code];
-    if (c.status.ok()) check(sh, c, r);
+    const bool good = c.status.ok() && check(sh, c, r);
     if (c.index >= sh.opts->warmup) {
-      r.lat_ns.push_back(uint64_t(std::chrono::nanoseconds(end - c.start).count()));
+      // Only good replies count in the rate and the latencies: failures cannot look fast.
+      if (good) r.lat_ns.push_back(uint64_t(std::chrono::nanoseconds(end - c.start).count()));
       r.first_start = std::min(r.first_start, c.start);
       r.last_end = std::max(r.last_end, end);
     }
