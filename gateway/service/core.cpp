@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 
 #include "address.hpp"
 #include "estimates/estimate.hpp"
@@ -16,8 +18,9 @@ uint64_t SteadyClock::now_ns() const {
 }
 
 EstimatesCore::EstimatesCore(EstimateStore& store, const Clock& clock, const CoreOptions& opts,
-                             SampleSink* sink, const Clock* cache_clock)
+                             SampleSink* sink, const Clock* cache_clock, AsyncWindowReader* reader)
     : store_(store),
+      reader_(reader),
       clock_(clock),
       opts_(opts),
       sink_(sink),
@@ -81,48 +84,178 @@ grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::strin
   return grpc::Status::OK;
 }
 
-grpc::Status EstimatesCore::get_one(const v1::GetRequest& req, v1::Estimate& out,
-                                    const std::string& where) {
-  Prefix p;
-  std::string error;
-  if (!parse_target(req.address(), opts_.prefix, p, error)) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, where + error};
-  }
-  if (grpc::Status st = estimate_prefix(p, true, out); !st.ok()) return st;
+grpc::Status EstimatesCore::answer(const v1::GetRequest& req, const Prefix& p,
+                                   const Accumulator& acc, const std::string& where,
+                                   v1::Estimate& out) {
+  fill(p, acc, out);
   (out.verdict() == v1::USE_ESTIMATE ? use_estimate_ : slow_start_)
       .fetch_add(1, std::memory_order_relaxed);
   if (req.has_transfer_bytes()) return add_cwnd(req, where, out);
   return grpc::Status::OK;
 }
 
+void EstimatesCore::read(WindowReadOp* const* ops, size_t n) {
+  if (n == 0) return;
+  if (reader_) {
+    reader_->read_async(ops, n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    ops[i]->ok = store_.read_window(ops[i]->prefix, ops[i]->now_ns, ops[i]->acc, ops[i]->error);
+    ops[i]->complete();
+  }
+}
+
+void EstimatesCore::start_get(const v1::GetRequest& req, v1::Estimate& reply, GetCall& call) {
+  WindowReadOp& op = call;
+  std::string error;
+  if (!parse_target(req.address(), opts_.prefix, op.prefix, error)) {
+    call.finish({grpc::StatusCode::INVALID_ARGUMENT, error});
+    return;
+  }
+  call.core_ = this;
+  call.req_ = &req;
+  call.reply_ = &reply;
+  call.steady_ns_ = cache_.enabled() ? cache_clock_.now_ns() : 0;
+  if (cache_.find(op.prefix, call.steady_ns_, op.acc)) {
+    cache_hits_.fetch_add(1, std::memory_order_relaxed);
+    call.finish(answer(req, op.prefix, op.acc, {}, reply));
+    return;
+  }
+  op.now_ns = clock_.now_ns();
+  WindowReadOp* ops[1] = {&op};
+  read(ops, 1);
+}
+
+void GetCall::complete() {
+  core_->get_read_done(*this);
+}
+
+void EstimatesCore::get_read_done(GetCall& call) {
+  WindowReadOp& op = call;
+  if (!op.ok) {
+    call.finish({grpc::StatusCode::UNAVAILABLE, "estimate store: " + op.error});
+    return;
+  }
+  cache_.put(op.prefix, call.steady_ns_, op.acc);
+  call.finish(answer(*call.req_, op.prefix, op.acc, {}, *call.reply_));
+}
+
+void EstimatesCore::start_batch_get(const v1::BatchGetRequest& req, v1::BatchGetResponse& reply,
+                                    BatchGetCall& call) {
+  const size_t n = size_t(req.requests_size());
+  if (n > kMaxBatch) {
+    call.finish({grpc::StatusCode::INVALID_ARGUMENT, "batch of " + std::to_string(n) +
+                                                         " requests exceeds the limit of " +
+                                                         std::to_string(kMaxBatch)});
+    return;
+  }
+  // Validate every address before any store round trip, so a bad batch costs nothing.
+  call.items_ = std::make_unique<BatchGetCall::Item[]>(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::string error;
+    if (!parse_target(req.requests(int(i)).address(), opts_.prefix, call.items_[i].prefix, error)) {
+      call.items_.reset();
+      call.finish(
+          {grpc::StatusCode::INVALID_ARGUMENT, "requests[" + std::to_string(i) + "]: " + error});
+      return;
+    }
+  }
+  call.core_ = this;
+  call.req_ = &req;
+  call.reply_ = &reply;
+  call.steady_ns_ = cache_.enabled() ? cache_clock_.now_ns() : 0;
+  const uint64_t now_ns = clock_.now_ns();
+  std::vector<WindowReadOp*> misses;
+  for (size_t i = 0; i < n; ++i) {
+    BatchGetCall::Item& it = call.items_[i];
+    it.batch = &call;
+    if (cache_.find(it.prefix, call.steady_ns_, it.acc)) {
+      cache_hits_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    it.from_store = true;
+    it.now_ns = now_ns;
+    misses.push_back(&it);
+  }
+  // One extra count held until every read is queued: the last of the reads and this thread
+  // may race to finish, and only the one reaching zero builds the reply.
+  call.pending_.store(misses.size() + 1, std::memory_order_relaxed);
+  read(misses.data(), misses.size());
+  if (call.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) batch_read_done(call);
+}
+
+void BatchGetCall::Item::complete() {
+  if (batch->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    batch->core_->batch_read_done(*batch);
+  }
+}
+
+void EstimatesCore::batch_read_done(BatchGetCall& call) {
+  const v1::BatchGetRequest& req = *call.req_;
+  v1::BatchGetResponse& out = *call.reply_;
+  const size_t n = size_t(req.requests_size());
+  for (size_t i = 0; i < n; ++i) {
+    const BatchGetCall::Item& it = call.items_[i];
+    if (it.from_store && !it.ok) {
+      const grpc::Status st(grpc::StatusCode::UNAVAILABLE, "estimate store: " + it.error);
+      call.items_.reset();  // `it` is gone from here on
+      call.finish(st);
+      return;
+    }
+  }
+  out.mutable_estimates()->Reserve(int(n));
+  for (size_t i = 0; i < n; ++i) {
+    const BatchGetCall::Item& it = call.items_[i];
+    if (it.from_store) cache_.put(it.prefix, call.steady_ns_, it.acc);
+    grpc::Status st = answer(req.requests(int(i)), it.prefix, it.acc,
+                             "requests[" + std::to_string(i) + "]: ", *out.add_estimates());
+    if (!st.ok()) {
+      out.clear_estimates();
+      call.items_.reset();
+      call.finish(st);
+      return;
+    }
+  }
+  call.items_.reset();
+  call.finish(grpc::Status::OK);
+}
+
+namespace {
+// Waits for an asynchronous call's finish() (get/batch_get for tests and tools).
+template <typename Base>
+class Waiting final : public Base {
+ public:
+  void finish(const grpc::Status& st) override {
+    std::lock_guard lock(mu_);
+    st_ = st;
+    done_ = true;
+    cv_.notify_one();
+  }
+  grpc::Status wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return st_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status st_;
+};
+}  // namespace
+
 grpc::Status EstimatesCore::get(const v1::GetRequest& req, v1::Estimate& out) {
-  return get_one(req, out, "");
+  Waiting<GetCall> call;
+  start_get(req, out, call);
+  return call.wait();
 }
 
 grpc::Status EstimatesCore::batch_get(const v1::BatchGetRequest& req, v1::BatchGetResponse& out) {
-  if (size_t(req.requests_size()) > kMaxBatch) {
-    return {grpc::StatusCode::INVALID_ARGUMENT, "batch of " + std::to_string(req.requests_size()) +
-                                                    " requests exceeds the limit of " +
-                                                    std::to_string(kMaxBatch)};
-  }
-  // Validate every address before any store round trip, so a bad batch costs nothing.
-  for (int i = 0; i < req.requests_size(); ++i) {
-    Prefix p;
-    std::string error;
-    if (!parse_target(req.requests(i).address(), opts_.prefix, p, error)) {
-      return {grpc::StatusCode::INVALID_ARGUMENT, "requests[" + std::to_string(i) + "]: " + error};
-    }
-  }
-  out.mutable_estimates()->Reserve(req.requests_size());
-  for (int i = 0; i < req.requests_size(); ++i) {
-    grpc::Status st =
-        get_one(req.requests(i), *out.add_estimates(), "requests[" + std::to_string(i) + "]: ");
-    if (!st.ok()) {
-      out.clear_estimates();
-      return st;
-    }
-  }
-  return grpc::Status::OK;
+  Waiting<BatchGetCall> call;
+  start_batch_get(req, out, call);
+  return call.wait();
 }
 
 grpc::Status EstimatesCore::top(const v1::TopRequest& req, v1::TopResponse& out) {

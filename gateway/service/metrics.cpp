@@ -132,13 +132,14 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
 void Metrics::observe_rpc(RpcMethod m, grpc::StatusCode code, double seconds) {
   const size_t mi = static_cast<size_t>(m);
   const size_t ci = size_t(code) < kCodes ? size_t(code) : size_t(grpc::StatusCode::UNKNOWN);
-  prometheus::Counter* c;
-  {
+  // The lock is taken only when a code is first seen, not on every request.
+  prometheus::Counter* c = rpc_counts_[mi][ci].load(std::memory_order_acquire);
+  if (!c) {
     std::lock_guard lock(totals_mu_);
-    c = rpc_counts_[mi][ci];
+    c = rpc_counts_[mi][ci].load(std::memory_order_relaxed);
     if (!c) {
-      c = rpc_counts_[mi][ci] =
-          &rpc_family_->Add({{"method", rpc_method_name(m)}, {"code", kCodeNames[ci]}});
+      c = &rpc_family_->Add({{"method", rpc_method_name(m)}, {"code", kCodeNames[ci]}});
+      rpc_counts_[mi][ci].store(c, std::memory_order_release);
     }
   }
   c->Increment();

@@ -12,6 +12,7 @@
 #include <prometheus/registry.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -75,7 +76,8 @@ class Metrics {
   prometheus::Gauge* backlog_;
   prometheus::Counter* backlog_dropped_;
   prometheus::Family<prometheus::Counter>* rpc_family_;
-  std::array<std::array<prometheus::Counter*, kCodes>, static_cast<size_t>(RpcMethod::kCount)>
+  std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>,
+             static_cast<size_t>(RpcMethod::kCount)>
       rpc_counts_{};
   std::array<prometheus::Histogram*, static_cast<size_t>(RpcMethod::kCount)> rpc_duration_{};
   prometheus::Counter* estimates_use_;

@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--cache-max-entries", so.core.cache_max_entries, "local cache bound")
       ->capture_default_str();
-  app.add_option("--read-connections", so.read_connections,
-                 "Redis connections for reads (parallel gRPC handlers)")
+  app.add_option(
+         "--read-connections", so.read_connections,
+         "Redis connections for reads, each with a reader thread pipelining the queued Gets")
       ->capture_default_str();
   app.add_option("--decay-half-life-s", so.core.decay.half_life_s,
                  "W_c decay for quiet prefixes (0: off)")

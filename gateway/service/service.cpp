@@ -1,5 +1,6 @@
 #include "service.hpp"
 
+#include <absl/synchronization/mutex.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 
@@ -24,6 +25,7 @@ class CallTimer {
     }
     return st;
   }
+  Metrics* metrics() const { return metrics_; }
 
  private:
   Metrics* metrics_;
@@ -31,27 +33,58 @@ class CallTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
+// The reactor of one Get: started by the handler, finished by the core (inline on a cache hit,
+// else from the store's reader thread), deleted by gRPC when the call is over.
+class GetReactor final : public grpc::ServerUnaryReactor, public GetCall {
+ public:
+  GetReactor(Metrics* m, v1::Estimate* reply) : timer_(m, RpcMethod::kGet), reply_(reply) {}
+  void finish(const grpc::Status& st) override {
+    if (st.ok() && timer_.metrics()) timer_.metrics()->count_estimate(reply_->verdict());
+    Finish(timer_.done(st));  // may delete this: nothing after
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  CallTimer timer_;
+  v1::Estimate* reply_;
+};
+
+class BatchGetReactor final : public grpc::ServerUnaryReactor, public BatchGetCall {
+ public:
+  BatchGetReactor(Metrics* m, v1::BatchGetResponse* reply)
+      : timer_(m, RpcMethod::kBatchGet), reply_(reply) {}
+  void finish(const grpc::Status& st) override {
+    if (st.ok() && timer_.metrics()) {
+      for (const v1::Estimate& e : reply_->estimates())
+        timer_.metrics()->count_estimate(e.verdict());
+    }
+    Finish(timer_.done(st));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  CallTimer timer_;
+  v1::BatchGetResponse* reply_;
+};
+
 }  // namespace
 
 EstimatesService::EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics)
     : core_(core), hub_(hub), metrics_(metrics) {}
 
-grpc::Status EstimatesService::Get(grpc::ServerContext*, const v1::GetRequest* req,
-                                   v1::Estimate* reply) {
-  CallTimer t(metrics_, RpcMethod::kGet);
-  grpc::Status st = core_.get(*req, *reply);
-  if (st.ok() && metrics_) metrics_->count_estimate(reply->verdict());
-  return t.done(st);
+grpc::ServerUnaryReactor* EstimatesService::Get(grpc::CallbackServerContext*,
+                                                const v1::GetRequest* req, v1::Estimate* reply) {
+  auto* r = new GetReactor(metrics_, reply);
+  core_.start_get(*req, *reply, *r);
+  return r;
 }
 
-grpc::Status EstimatesService::BatchGet(grpc::ServerContext*, const v1::BatchGetRequest* req,
-                                        v1::BatchGetResponse* reply) {
-  CallTimer t(metrics_, RpcMethod::kBatchGet);
-  grpc::Status st = core_.batch_get(*req, *reply);
-  if (st.ok() && metrics_) {
-    for (const v1::Estimate& e : reply->estimates()) metrics_->count_estimate(e.verdict());
-  }
-  return t.done(st);
+grpc::ServerUnaryReactor* EstimatesService::BatchGet(grpc::CallbackServerContext*,
+                                                     const v1::BatchGetRequest* req,
+                                                     v1::BatchGetResponse* reply) {
+  auto* r = new BatchGetReactor(metrics_, reply);
+  core_.start_batch_get(*req, *reply, *r);
+  return r;
 }
 
 grpc::Status EstimatesService::Top(grpc::ServerContext*, const v1::TopRequest* req,
@@ -138,6 +171,10 @@ grpc::Status EstimatesService::watch(grpc::ServerContext* ctx, const v1::WatchRe
 std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
                                                 EstimatesService& service, int& bound_port,
                                                 std::string& error) {
+  // Debian's Abseil is built with its debug checks on: every absl::Mutex operation in gRPC then
+  // updates a process-wide lock graph (GraphCycles, behind one spin lock) to detect lock-order
+  // inversions, several percent of the service's CPU under load. A debugging aid only.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

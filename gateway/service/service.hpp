@@ -1,5 +1,7 @@
 // spand.v1.Estimates over gRPC: thin handlers that time each call for the metrics and delegate
-// to EstimatesCore (requests) and WatchHub (streams).
+// to EstimatesCore (requests) and WatchHub (streams). Get and BatchGet use the callback API: a
+// call waiting on Redis holds no thread, its reply is sent from the store read's completion.
+// Watch, Report and Top stay on the synchronous API (its thread pool).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -11,15 +13,19 @@
 
 namespace spand {
 
-class EstimatesService final : public v1::Estimates::Service {
+using EstimatesServiceBase = v1::Estimates::WithCallbackMethod_Get<
+    v1::Estimates::WithCallbackMethod_BatchGet<v1::Estimates::Service>>;
+
+class EstimatesService final : public EstimatesServiceBase {
  public:
   // `metrics` may be null (tests).
   EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics);
 
-  grpc::Status Get(grpc::ServerContext* ctx, const v1::GetRequest* req,
-                   v1::Estimate* reply) override;
-  grpc::Status BatchGet(grpc::ServerContext* ctx, const v1::BatchGetRequest* req,
-                        v1::BatchGetResponse* reply) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::GetRequest* req,
+                                v1::Estimate* reply) override;
+  grpc::ServerUnaryReactor* BatchGet(grpc::CallbackServerContext* ctx,
+                                     const v1::BatchGetRequest* req,
+                                     v1::BatchGetResponse* reply) override;
   grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
                      grpc::ServerWriter<v1::WatchEvent>* writer) override;
   grpc::Status Report(grpc::ServerContext* ctx, grpc::ServerReader<v1::ReportSample>* reader,

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "window_pipe.hpp"
+
 namespace spand {
 namespace {
 // Reports queued between two ticks; beyond this an agent flood is dropped, not buffered.
@@ -11,58 +13,111 @@ constexpr size_t kMaxQueuedReports = 1'000'000;
 constexpr std::chrono::milliseconds kMetricsPeriod{250};
 }  // namespace
 
+// One reader thread's connection: exactly one of the two.
+struct StorePool::Reader {
+  std::unique_ptr<WindowPipe> pipe;
+  std::unique_ptr<RedisStore> store;
+  std::vector<WindowRead> reads;  // store: the batch in RedisStore's form
+};
+
 StorePool::StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch)
-    : max_batch_(std::max<size_t>(max_batch, 1)) {
+    : misc_(opts), max_batch_(std::max<size_t>(max_batch, 1)) {
   for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
-    stores_.push_back(std::make_unique<RedisStore>(opts));
-    idle_.push_back(stores_.back().get());
+    auto r = std::make_unique<Reader>();
+    if (opts.cluster_seeds.empty()) {
+      r->pipe = std::make_unique<WindowPipe>(opts.endpoint, opts.conn, opts.window);
+    } else {
+      r->store = std::make_unique<RedisStore>(opts);
+    }
+    readers_.push_back(std::move(r));
   }
+  for (auto& r : readers_) threads_.emplace_back([this, reader = r.get()] { run(*reader); });
 }
 
-RedisStore* StorePool::acquire() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return !idle_.empty(); });
-  RedisStore* s = idle_.back();
-  idle_.pop_back();
-  return s;
-}
-
-void StorePool::release(RedisStore* s) {
-  std::lock_guard lock(mu_);
-  idle_.push_back(s);
-  if (!queue_.empty()) {
-    queue_.front()->lead = true;
-    queue_.front()->cv.notify_one();
+StorePool::~StorePool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
   }
   cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
 }
+
+void StorePool::read_async(WindowReadOp* const* ops, size_t n) {
+  if (n == 0) return;
+  {
+    std::lock_guard lock(mu_);
+    queue_.insert(queue_.end(), ops, ops + n);
+  }
+  if (n == 1) {
+    cv_.notify_one();
+  } else {
+    cv_.notify_all();
+  }
+}
+
+void StorePool::run(Reader& r) {
+  std::vector<WindowReadOp*> batch;
+  batch.reserve(max_batch_);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stopping, and every read answered
+    const size_t n = std::min(queue_.size(), max_batch_);
+    batch.assign(queue_.begin(), queue_.begin() + ptrdiff_t(n));
+    queue_.erase(queue_.begin(), queue_.begin() + ptrdiff_t(n));
+    ++batches_;
+    reads_ += n;
+    lock.unlock();
+    if (r.pipe) {
+      r.pipe->read(batch.data(), n);
+    } else {
+      r.reads.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        r.reads[i].prefix = batch[i]->prefix;
+        r.reads[i].now_ns = batch[i]->now_ns;
+      }
+      r.store->read_windows(r.reads);
+      for (size_t i = 0; i < n; ++i) {
+        batch[i]->acc = r.reads[i].acc;
+        batch[i]->ok = r.reads[i].ok;
+        batch[i]->error = std::move(r.reads[i].error);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) batch[i]->complete();  // may free the op
+    lock.lock();
+  }
+}
+
+namespace {
+// A synchronous read through the queue.
+class WaitingRead final : public WindowReadOp {
+ public:
+  void complete() override {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    cv_.notify_one();
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+}  // namespace
 
 bool StorePool::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
                             std::string& error) {
-  WindowRead read;
+  WaitingRead read;
   read.prefix = prefix;
   read.now_ns = now_ns;
-  Waiter me;
-  me.read = &read;
-  std::unique_lock lock(mu_);
-  if (!idle_.empty()) {
-    lead_batch(me, lock);
-  } else {
-    me.queued = true;
-    queue_.push_back(&me);
-    while (!me.done) {
-      me.cv.wait(lock);
-      if (me.done || !me.lead) continue;
-      me.lead = false;
-      // Promoted, but a newcomer may have taken the connection first (then wait for the next
-      // one), or taken this read into its batch (then wait for the answer).
-      if (idle_.empty() || !me.queued) continue;
-      std::erase(queue_, &me);
-      me.queued = false;
-      lead_batch(me, lock);
-    }
-  }
-  lock.unlock();
+  WindowReadOp* op = &read;
+  read_async(&op, 1);
+  read.wait();
   if (!read.ok) {
     error = read.error;
     return false;
@@ -71,57 +126,18 @@ bool StorePool::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& 
   return true;
 }
 
-void StorePool::lead_batch(Waiter& me, std::unique_lock<std::mutex>& lock) {
-  std::vector<Waiter*> batch{&me};
-  while (!queue_.empty() && batch.size() < max_batch_) {
-    batch.push_back(queue_.front());
-    batch.back()->queued = false;
-    queue_.pop_front();
-  }
-  RedisStore* store = idle_.back();
-  idle_.pop_back();
-  ++batches_;
-  reads_ += batch.size();
-  lock.unlock();
-  std::vector<WindowRead> reads(batch.size());
-  for (size_t i = 0; i < batch.size(); ++i) {
-    reads[i].prefix = batch[i]->read->prefix;
-    reads[i].now_ns = batch[i]->read->now_ns;
-  }
-  store->read_windows(reads);
-  lock.lock();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    *batch[i]->read = std::move(reads[i]);
-    batch[i]->done = true;
-    if (i > 0) batch[i]->cv.notify_one();
-  }
-  idle_.push_back(store);
-  // Reads that queued meanwhile: the oldest leads the next pipeline.
-  if (!queue_.empty()) {
-    queue_.front()->lead = true;
-    queue_.front()->cv.notify_one();
-  }
-  cv_.notify_all();
-}
-
 StorePool::Stats StorePool::stats() const {
   std::lock_guard lock(mu_);
   return Stats{reads_, batches_};
 }
 
 bool StorePool::write(const std::vector<BucketUpdate>& updates, std::string& error) {
-  RedisStore* s = acquire();
-  const bool ok = s->write(updates, error);
-  release(s);
-  return ok;
+  return misc_.write(updates, error);
 }
 
 bool StorePool::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
                              std::string& error) {
-  RedisStore* s = acquire();
-  const bool ok = s->top_prefixes(now_ns, limit, out, error);
-  release(s);
-  return ok;
+  return misc_.top_prefixes(now_ns, limit, out, error);
 }
 
 std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, const Clock& clock,
@@ -150,7 +166,8 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   core_opts.prefix = c.prefix;
   core_opts.min_samples = c.min_samples;
   s->read_pool_ = std::make_unique<StorePool>(store_opts, opts.read_connections);
-  s->core_ = std::make_unique<EstimatesCore>(*s->read_pool_, clock, core_opts, s.get());
+  s->core_ = std::make_unique<EstimatesCore>(*s->read_pool_, clock, core_opts, s.get(), nullptr,
+                                             s->read_pool_.get());
   s->hub_ = std::make_unique<WatchHub>(*s->core_, opts.watch_refresh_ms);
   s->service_ = std::make_unique<EstimatesService>(*s->core_, *s->hub_, &s->metrics_);
 

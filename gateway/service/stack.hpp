@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "control_plane.hpp"
@@ -25,15 +26,25 @@
 
 namespace spand {
 
-// Several Redis connections behind one EstimateStore, with concurrent reads coalesced: a gRPC
-// thread that finds an idle connection takes every read queued at that moment (its own
-// included) and sends them as one pipeline (one HMGET each, one round trip), then wakes their
-// callers. Under load one syscall pair and one Redis wakeup serve many Gets; when idle a read
-// goes out at once, alone. Up to `connections` pipelines are in flight.
-class StorePool final : public EstimateStore {
+// Several Redis connections behind one EstimateStore and AsyncWindowReader. Reads are queued;
+// each connection has a reader thread that takes every read queued at that moment (up to
+// `max_batch`) and sends them as one pipeline (one HMGET each, one round trip), then completes
+// them from its own thread. On a single node the pipeline is a WindowPipe (window_pipe.hpp); on
+// a Redis Cluster it is a RedisStore. Under load one syscall pair and one Redis wakeup serve many
+// Gets; when idle a read goes out at once, alone. Up to `connections` pipelines are in flight. The
+// queue's lock is never held across a Redis round trip. write and top_prefixes use a connection
+// of their own.
+class StorePool final : public EstimateStore, public AsyncWindowReader {
  public:
   StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch = 256);
+  // Stops the reader threads after they have answered every queued read.
+  ~StorePool() override;
+  StorePool(const StorePool&) = delete;
+  StorePool& operator=(const StorePool&) = delete;
+
+  void read_async(WindowReadOp* const* ops, size_t n) override;
   bool write(const std::vector<BucketUpdate>& updates, std::string& error) override;
+  // Synchronous, through the same queue (Watch).
   bool read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
                    std::string& error) override;
   bool top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
@@ -46,28 +57,18 @@ class StorePool final : public EstimateStore {
   Stats stats() const;
 
  private:
-  // One queued read. Its thread sleeps on its own condition variable (no thundering herd) until
-  // a leader has answered it, or until it is made the leader itself.
-  struct Waiter {
-    WindowRead* read = nullptr;
-    bool done = false;
-    bool lead = false;
-    bool queued = false;  // in queue_, not yet taken into a leader's batch
-    std::condition_variable cv;
-  };
-  // With mu_ held: `me` plus the oldest queued reads, on one idle connection; returns with mu_
-  // held again, every read answered and the next leader (if any) woken.
-  void lead_batch(Waiter& me, std::unique_lock<std::mutex>& lock);
-  RedisStore* acquire();
-  void release(RedisStore* s);
+  struct Reader;
+  void run(Reader& r);
 
-  std::vector<std::unique_ptr<RedisStore>> stores_;
+  std::vector<std::unique_ptr<Reader>> readers_;
+  RedisStore misc_;  // write, top_prefixes
   size_t max_batch_;
   mutable std::mutex mu_;
-  std::condition_variable cv_;        // write/top waiting for a connection
-  std::vector<RedisStore*> idle_;     // guarded by mu_
-  std::deque<Waiter*> queue_;         // guarded by mu_
+  std::condition_variable cv_;        // readers waiting for work
+  std::deque<WindowReadOp*> queue_;   // guarded by mu_
+  bool stopping_ = false;             // guarded by mu_
   uint64_t reads_ = 0, batches_ = 0;  // guarded by mu_
+  std::vector<std::thread> threads_;
 };
 
 // Time the service reasons in, set by its host: capture time in the gateway, the newest capture
@@ -88,7 +89,7 @@ class SettableClock final : public Clock {
 struct StackOptions {
   ControlOptions control;
   CoreOptions core;             // prefix, min_samples and window come from `control`
-  size_t read_connections = 4;  // Redis connections for gRPC reads
+  size_t read_connections = 2;  // Redis connections for Get reads, one reader thread each
   uint32_t watch_refresh_ms = 1000;
   uint32_t finish_wait_ms = 5000;  // bound on the last flush
 };

@@ -3,7 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -81,6 +84,68 @@ class FakeSink final : public SampleSink {
   }
   std::mutex mu_;
   std::vector<Sample> samples;
+};
+
+// An AsyncWindowReader over a FakeStore that answers on a thread of its own, as StorePool's
+// reader threads do: counts the read_async calls and the reads, and can fail reads of one prefix.
+class FakeAsyncReader final : public AsyncWindowReader {
+ public:
+  explicit FakeAsyncReader(FakeStore& store) : store_(store), thread_([this] { run(); }) {}
+  ~FakeAsyncReader() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void read_async(WindowReadOp* const* ops, size_t n) override {
+    std::lock_guard lock(mu_);
+    ++calls_;
+    queue_.insert(queue_.end(), ops, ops + n);
+    cv_.notify_all();
+  }
+  void fail_prefix(const Prefix& p) {
+    std::lock_guard lock(mu_);
+    fail_ = p;
+    failing_ = true;
+  }
+  uint64_t calls() const { return calls_.load(); }
+  uint64_t completed_off_thread() const { return off_thread_.load(); }
+  std::thread::id thread_id() const { return thread_.get_id(); }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      WindowReadOp* op = queue_.front();
+      queue_.pop_front();
+      const bool fail = failing_ && op->prefix == fail_;
+      lock.unlock();
+      if (fail) {
+        op->ok = false;
+        op->error = "injected failure";
+      } else {
+        op->ok = store_.read_window(op->prefix, op->now_ns, op->acc, op->error);
+      }
+      ++off_thread_;
+      op->complete();
+      lock.lock();
+    }
+  }
+
+  FakeStore& store_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<WindowReadOp*> queue_;
+  bool stop_ = false;
+  bool failing_ = false;
+  Prefix fail_;
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> off_thread_{0};
+  std::thread thread_;
 };
 
 }  // namespace spand::test

@@ -10,6 +10,7 @@
 namespace spand {
 namespace {
 
+using test::FakeAsyncReader;
 using test::FakeClock;
 using test::FakeSink;
 using test::FakeStore;
@@ -280,6 +281,67 @@ TEST_F(CoreTest, CacheServesWithinTtl) {
   EXPECT_EQ(store.reads(), 2u);
   ASSERT_TRUE(core.get(req("203.0.113.1"), out).ok());  // another prefix misses
   EXPECT_EQ(store.reads(), 3u);
+}
+
+// With an asynchronous reader (StorePool's role) answers are completed on the reader's thread;
+// a BatchGet queues all its cache misses in one call, and keeps request order.
+TEST_F(CoreTest, AsyncReaderGetAndBatchGet) {
+  opts.cache_ttl_ms = 1000;
+  FakeAsyncReader reader(store);
+  EstimatesCore core(store, clock, opts, &sink, &cache_clock, &reader);
+  const Prefix a = prefix_of(v4("198.51.100.1"), opts.prefix);
+  const Prefix b = prefix_of(v4("203.0.113.1"), opts.prefix);
+  store.set(a, window_of({10, 10, 10, 10, 10, 10}, {20000}, 100 * kSecondNs));
+  store.set(b, window_of({7}, {}, 100 * kSecondNs));
+
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("198.51.100.9"), out).ok());
+  EXPECT_EQ(out.prefix(), "198.51.100.0/24");
+  EXPECT_EQ(out.samples(), 6u);
+  EXPECT_EQ(out.verdict(), v1::USE_ESTIMATE);
+  EXPECT_EQ(reader.calls(), 1u);
+  EXPECT_EQ(reader.completed_off_thread(), 1u);
+
+  // a is cached now: the batch reads b and 192.0.2.0/24 only, in one read_async call.
+  v1::BatchGetRequest batch;
+  for (const char* x : {"203.0.113.5", "198.51.100.2", "192.0.2.1", "198.51.100.3"}) {
+    v1::GetRequest* r = batch.add_requests();
+    r->set_address(x);
+    r->set_transfer_bytes(65536);
+  }
+  v1::BatchGetResponse resp;
+  ASSERT_TRUE(core.batch_get(batch, resp).ok());
+  EXPECT_EQ(reader.calls(), 2u);
+  EXPECT_EQ(reader.completed_off_thread(), 3u);
+  ASSERT_EQ(resp.estimates_size(), 4);
+  EXPECT_EQ(resp.estimates(0).prefix(), "203.0.113.0/24");
+  EXPECT_EQ(resp.estimates(0).samples(), 1u);
+  EXPECT_EQ(resp.estimates(1).prefix(), "198.51.100.0/24");
+  EXPECT_EQ(resp.estimates(1).samples(), 6u);
+  EXPECT_TRUE(resp.estimates(1).has_cwnd_opt());
+  EXPECT_GT(resp.estimates(1).cwnd_opt(), 0u);
+  EXPECT_EQ(resp.estimates(2).prefix(), "192.0.2.0/24");
+  EXPECT_EQ(resp.estimates(2).samples(), 0u);
+  EXPECT_EQ(resp.estimates(3).samples(), 6u);
+  EXPECT_EQ(core.cache_hits(), 2u);
+
+  // One failed read fails the whole batch with UNAVAILABLE and no estimates.
+  cache_clock.advance_ms(1000);
+  reader.fail_prefix(b);
+  resp.Clear();
+  const grpc::Status st = core.batch_get(batch, resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(st.error_message().find("injected failure"), std::string::npos) << st.error_message();
+  EXPECT_EQ(resp.estimates_size(), 0);
+  EXPECT_EQ(core.get(req("203.0.113.1"), out).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // An empty batch needs no read.
+  v1::BatchGetRequest empty;
+  resp.Clear();
+  const uint64_t calls = reader.calls();
+  ASSERT_TRUE(core.batch_get(empty, resp).ok());
+  EXPECT_EQ(resp.estimates_size(), 0);
+  EXPECT_EQ(reader.calls(), calls);
 }
 
 TEST_F(CoreTest, CacheIsBounded) {

@@ -6,7 +6,9 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "fakes.hpp"
 #include "service.hpp"
@@ -14,6 +16,7 @@
 namespace spand {
 namespace {
 
+using test::FakeAsyncReader;
 using test::FakeClock;
 using test::FakeSink;
 using test::FakeStore;
@@ -190,6 +193,82 @@ TEST_F(ServiceTest, ReportStream) {
   EXPECT_EQ(summary.rejected(), 1u);
   ASSERT_EQ(sink.samples.size(), 1u);
   EXPECT_EQ(sink.samples[0].origin, SampleOrigin::kAgent);
+}
+
+// The reactors finished from another thread (the store's reader), many calls at once: every
+// reply arrives, in order for BatchGet, and a failed read is UNAVAILABLE on the wire.
+TEST(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
+  FakeStore store;
+  FakeClock clock{1'000'000'000};
+  CoreOptions opts;
+  opts.cache_ttl_ms = 0;
+  FakeAsyncReader reader(store);
+  EstimatesCore core(store, clock, opts, nullptr, nullptr, &reader);
+  WatchHub hub(core, 50);
+  Metrics metrics;
+  EstimatesService service(core, hub, &metrics);
+  int port = 0;
+  std::string error;
+  auto server = start_grpc_server("127.0.0.1:0", service, port, error);
+  ASSERT_TRUE(server) << error;
+  auto stub = v1::Estimates::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 8; ++i) {
+    store.set(prefix_of(v4(("10.0." + std::to_string(i) + ".1").c_str()), opts.prefix),
+              wc_window(uint64_t(i + 1), 10));
+  }
+
+  std::vector<std::thread> clients;
+  std::atomic<int> good{0};
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const int k = (t + i) % 8;
+        v1::GetRequest req;
+        req.set_address("10.0." + std::to_string(k) + ".9");
+        v1::Estimate out;
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+        if (stub->Get(&ctx, req, &out).ok() &&
+            out.prefix() == "10.0." + std::to_string(k) + ".0/24" &&
+            out.samples() == uint64_t(k + 1)) {
+          ++good;
+        }
+      }
+    });
+  }
+  for (std::thread& c : clients) c.join();
+  EXPECT_EQ(good, 200);
+  EXPECT_EQ(reader.completed_off_thread(), 200u);
+
+  v1::BatchGetRequest batch;
+  for (int k = 7; k >= 0; --k)
+    batch.add_requests()->set_address("10.0." + std::to_string(k) + ".1");
+  v1::BatchGetResponse bout;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    ASSERT_TRUE(stub->BatchGet(&ctx, batch, &bout).ok());
+  }
+  ASSERT_EQ(bout.estimates_size(), 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(bout.estimates(i).samples(), uint64_t(8 - i));
+
+  reader.fail_prefix(prefix_of(v4("10.0.3.1"), opts.prefix));
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetRequest req;
+    req.set_address("10.0.3.1");
+    v1::Estimate out;
+    EXPECT_EQ(stub->Get(&ctx, req, &out).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    EXPECT_EQ(stub->BatchGet(&ctx, batch, &bout).error_code(), grpc::StatusCode::UNAVAILABLE);
+  }
+  hub.stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
 
 }  // namespace

@@ -1,0 +1,341 @@
+#include "window_pipe.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+
+#include "estimates/redis_schema.hpp"
+
+namespace spand {
+namespace {
+
+void append_uint(std::string& s, uint64_t v) {
+  char buf[24];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  s.append(buf, r.ptr);
+}
+
+void append_bulk(std::string& s, std::string_view v) {
+  s += '$';
+  append_uint(s, v.size());
+  s += "\r\n";
+  s += v;
+  s += "\r\n";
+}
+
+// RESP parsing of one reply from [p, end). kIncomplete: more bytes needed.
+enum class Parse { kDone, kIncomplete, kBad };
+
+// The line at p (without its CRLF) and the position after it.
+Parse line_at(const char* p, const char* end, std::string_view& line, const char*& next) {
+  const void* cr = std::memchr(p, '\r', size_t(end - p));
+  if (!cr) return Parse::kIncomplete;
+  const char* c = static_cast<const char*>(cr);
+  if (c + 1 >= end) return Parse::kIncomplete;
+  if (c[1] != '\n') return Parse::kBad;
+  line = std::string_view(p, size_t(c - p));
+  next = c + 2;
+  return Parse::kDone;
+}
+
+bool parse_int(std::string_view s, long long& v) {
+  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+  return r.ec == std::errc() && r.ptr == s.data() + s.size();
+}
+
+// What one reply said.
+struct Reply {
+  enum class Type { kArray, kError, kStatus, kOther } type = Type::kOther;
+  std::string_view text;      // kError / kStatus line (points into the receive buffer)
+  bool bad_value = false;     // an array element that is not a packed bucket value
+  std::string_view bad_text;  // that element
+};
+
+// Parses one reply at p; the bulk strings of an array reply are added into `acc` (a window
+// read's HMGET: nil for empty buckets). `consumed` is set on kDone.
+Parse parse_reply(const char* p, const char* end, Reply& r, Accumulator& acc, size_t& consumed) {
+  std::string_view line;
+  const char* cur = nullptr;
+  if (p >= end) return Parse::kIncomplete;
+  if (Parse s = line_at(p, end, line, cur); s != Parse::kDone) return s;
+  const char type = line.empty() ? 0 : line[0];
+  line.remove_prefix(line.empty() ? 0 : 1);
+  switch (type) {
+    case '-':
+    case '+':
+      r.type = type == '-' ? Reply::Type::kError : Reply::Type::kStatus;
+      r.text = line;
+      consumed = size_t(cur - p);
+      return Parse::kDone;
+    case ':':
+      r.type = Reply::Type::kOther;
+      consumed = size_t(cur - p);
+      return Parse::kDone;
+    case '$': {
+      long long len = 0;
+      if (!parse_int(line, len)) return Parse::kBad;
+      if (len >= 0) {
+        if (end - cur < len + 2) return Parse::kIncomplete;
+        cur += len + 2;
+      }
+      r.type = Reply::Type::kOther;
+      consumed = size_t(cur - p);
+      return Parse::kDone;
+    }
+    case '*': {
+      long long n = 0;
+      if (!parse_int(line, n)) return Parse::kBad;
+      r.type = n < 0 ? Reply::Type::kOther : Reply::Type::kArray;
+      acc = Accumulator{};
+      for (long long i = 0; i < n; ++i) {
+        std::string_view el;
+        if (Parse s = line_at(cur, end, el, cur); s != Parse::kDone) return s;
+        if (el.empty() || el[0] != '$') return Parse::kBad;  // HMGET answers bulk strings only
+        long long len = 0;
+        if (!parse_int(el.substr(1), len)) return Parse::kBad;
+        if (len < 0) continue;  // nil: no bucket
+        if (end - cur < len + 2) return Parse::kIncomplete;
+        const std::string_view value(cur, size_t(len));
+        if (!r.bad_value && !add_bucket_value(value, acc)) {
+          r.bad_value = true;
+          r.bad_text = value;
+        }
+        cur += len + 2;
+      }
+      consumed = size_t(cur - p);
+      return Parse::kDone;
+    }
+    default:
+      return Parse::kBad;
+  }
+}
+
+}  // namespace
+
+WindowPipe::WindowPipe(const RedisEndpoint& ep, const RedisConnOptions& conn,
+                       const WindowOptions& window)
+    : ep_(ep), conn_(conn), window_(window), in_(64 * 1024) {}
+
+WindowPipe::~WindowPipe() {
+  close();
+}
+
+void WindowPipe::close() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  in_begin_ = in_end_ = 0;
+}
+
+bool WindowPipe::connect(std::string& error) {
+  close();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(ep_.port);
+  if (int rc = getaddrinfo(ep_.host.c_str(), port.c_str(), &hints, &res); rc != 0) {
+    error = "redis " + ep_.to_string() + ": " + gai_strerror(rc);
+    return false;
+  }
+  error = "redis " + ep_.to_string() + ": no address";
+  for (addrinfo* a = res; a && fd_ < 0; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      pollfd pfd{fd, POLLOUT, 0};
+      rc = poll(&pfd, 1, int(conn_.connect_timeout_ms));
+      int soerr = 0;
+      socklen_t len = sizeof soerr;
+      if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == 0 && soerr == 0) {
+        rc = 0;
+      } else {
+        errno = rc == 0 ? ETIMEDOUT : (soerr ? soerr : errno);
+        rc = -1;
+      }
+    }
+    if (rc != 0) {
+      error = "redis " + ep_.to_string() + ": " + std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    fd_ = fd;
+  }
+  freeaddrinfo(res);
+  if (fd_ < 0) return false;
+  // Blocking from here on, each send or receive bounded by the command timeout.
+  const int one = 1;
+  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  timeval tv{};
+  tv.tv_sec = conn_.command_timeout_ms / 1000;
+  tv.tv_usec = (conn_.command_timeout_ms % 1000) * 1000;
+  setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  const int flags = fcntl(fd_, F_GETFL);
+  if (flags < 0 || fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    error = "redis " + ep_.to_string() + ": fcntl: " + std::strerror(errno);
+    close();
+    return false;
+  }
+  if (!conn_.auth.password.empty()) {
+    out_.clear();
+    out_ += conn_.auth.user.empty() ? "*2\r\n" : "*3\r\n";
+    append_bulk(out_, "AUTH");
+    if (!conn_.auth.user.empty()) append_bulk(out_, conn_.auth.user);
+    append_bulk(out_, conn_.auth.password);
+    if (!send_all(out_, error)) return false;
+    for (;;) {
+      Reply r;
+      Accumulator unused;
+      size_t used = 0;
+      const Parse s = parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, unused, used);
+      if (s == Parse::kIncomplete) {
+        if (!receive(error)) return false;
+        continue;
+      }
+      if (s == Parse::kBad || r.type != Reply::Type::kStatus) {
+        // The password never goes into the message.
+        error = "redis " + ep_.to_string() + ": AUTH failed" +
+                (r.type == Reply::Type::kError ? ": " + std::string(r.text) : std::string());
+        close();
+        return false;
+      }
+      in_begin_ += used;
+      break;
+    }
+  }
+  return true;
+}
+
+bool WindowPipe::ensure_connected(std::string& error) {
+  if (fd_ >= 0) return true;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < retry_at_) {
+    error = last_error_;
+    return false;
+  }
+  if (!connect(error)) {
+    last_error_ = error;
+    retry_at_ = now + std::chrono::milliseconds(kRetryMs);
+    return false;
+  }
+  if (connected_once_) ++reconnects_;
+  connected_once_ = true;
+  return true;
+}
+
+bool WindowPipe::send_all(const std::string& data, std::string& error) {
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "redis " + ep_.to_string() + ": " +
+              (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? std::string("write timeout")
+                                                                  : std::strerror(errno));
+      close();
+      return false;
+    }
+    off += size_t(n);
+  }
+  return true;
+}
+
+bool WindowPipe::receive(std::string& error) {
+  if (in_begin_ == in_end_) {
+    in_begin_ = in_end_ = 0;
+  } else if (in_begin_ > 0 && in_end_ == in_.size()) {
+    std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
+    in_end_ -= in_begin_;
+    in_begin_ = 0;
+  }
+  if (in_end_ == in_.size()) in_.resize(in_.size() * 2);  // one reply larger than the buffer
+  for (;;) {
+    const ssize_t n = ::recv(fd_, in_.data() + in_end_, in_.size() - in_end_, 0);
+    if (n > 0) {
+      in_end_ += size_t(n);
+      return true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    error = "redis " + ep_.to_string() + ": " +
+            (n == 0                                    ? std::string("connection closed")
+             : errno == EAGAIN || errno == EWOULDBLOCK ? std::string("read timeout")
+                                                       : std::string(std::strerror(errno)));
+    close();
+    return false;
+  }
+}
+
+void WindowPipe::append_read(const WindowReadOp& op) {
+  const uint64_t bucket = bucket_start_of(op.now_ns, window_.bucket_s);
+  if (bucket != fields_bucket_) {
+    fields_.clear();
+    const std::vector<uint64_t> buckets =
+        window_buckets(op.now_ns, window_.window_s, window_.bucket_s);
+    for (uint64_t b : buckets) append_bulk(fields_, bucket_field(b));
+    nfields_ = buckets.size();
+    fields_bucket_ = bucket;
+  }
+  out_ += '*';
+  append_uint(out_, 2 + nfields_);
+  out_ += "\r\n$5\r\nHMGET\r\n";
+  append_bulk(out_, window_key(op.prefix));
+  out_ += fields_;
+}
+
+void WindowPipe::read(WindowReadOp* const* ops, size_t n) {
+  if (n == 0) return;
+  std::string error;
+  size_t done = 0;
+  if (ensure_connected(error)) {
+    out_.clear();
+    for (size_t i = 0; i < n; ++i) append_read(*ops[i]);
+    if (send_all(out_, error)) {
+      while (done < n) {
+        WindowReadOp& op = *ops[done];
+        Reply r;
+        size_t used = 0;
+        const Parse s = parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, op.acc, used);
+        if (s == Parse::kIncomplete) {
+          if (!receive(error)) break;
+          continue;
+        }
+        if (s == Parse::kBad) {
+          error = "redis " + ep_.to_string() + ": protocol error";
+          close();
+          break;
+        }
+        in_begin_ += used;
+        op.error.clear();
+        op.ok = false;
+        if (r.type == Reply::Type::kError) {
+          op.error = r.text;
+        } else if (r.type != Reply::Type::kArray) {
+          op.error = "unexpected reply to the window read";
+        } else if (r.bad_value) {
+          op.error = "malformed bucket value '" + std::string(r.bad_text) + "'";
+        } else {
+          op.ok = true;
+        }
+        if (!op.ok) op.acc = Accumulator{};
+        ++done;
+      }
+    }
+  }
+  for (size_t i = done; i < n; ++i) {
+    ops[i]->ok = false;
+    ops[i]->acc = Accumulator{};
+    ops[i]->error = error;
+  }
+}
+
+}  // namespace spand
