@@ -10,10 +10,10 @@ namespace spand {
 namespace {
 
 // Zero pages on demand (not new[]: memory is committed only as it is used), in transparent huge
-// pages where the kernel allows: a lookup lands on a random slot, and with 4 KiB pages nearly every
-// one also missed the TLB. Hashing spreads even a few thousand flows over every 2 MiB region, so
-// a busy table commits all of its memory_bytes() early; that is the price of the speed (README,
-// "Flow table").
+// pages where the kernel allows: a lookup lands on a random slot, which with 4 KiB pages means a
+// page walk as well (huge pages made the packet loop about 1.6x faster). Hashing spreads even a
+// few thousand flows over every 2 MiB region, so a busy table commits all of its memory_bytes()
+// early: the price of the speed (README, "Roles, keys and tables").
 void* map_zeroed(size_t bytes, bool prefault) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
