@@ -162,17 +162,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bad source address %s\n", argv[3]);
     return 2;
   }
-  int ls = socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  const int ls = listen_on("127.0.0.1", port);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (bind(ls, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) || listen(ls, 4096)) {
-    std::perror("bind/listen");
-    return 1;
-  }
   std::thread server([&] {
     for (long i = 0; i < n; ++i) {
       int c = accept(ls, nullptr, nullptr);

@@ -90,32 +90,34 @@ rate() { awk -v p="$1" -v c="$2" 'BEGIN {if (c > 0) printf "%.4f", p / c / 1e6; 
 # (a), (c) and (d) run ROUNDS times in turn, so that each ratio compares runs made minutes apart
 # at most; the results give every round and the medians.
 declare -a A_WALL A_CPU W_CPU C_WALL C_CPU D_WALL D_CPU D_OWN
-run_a() {
-  echo "== (a) spand-gateway, 1 worker lcore, DPDK net_pcap infinite_rx, ${DURATION} s"
-  "$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- > /dev/null 2> "$WORK/gw_dpdk.log" &
-  local pid=$! line
+# One DPDK run: $1 log file, then the gateway's own options. Sets `line` to its rate summary.
+dpdk_run() {
+  local log=$1 pid
+  shift
+  "$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- "$@" > /dev/null 2> "$log" &
+  pid=$!
   # The clock starts when the worker lcore polls; setup (preloading the file) is not measured.
   sleep "$DURATION"
   kill -INT "$pid"
-  wait "$pid" || die "gateway (DPDK) failed: $(tail -3 "$WORK/gw_dpdk.log")"
-  line=$(grep -a '^dpdk: .* packets received' "$WORK/gw_dpdk.log") || die "no dpdk summary line"
+  wait "$pid" || die "gateway (DPDK $*) failed: $(tail -3 "$log")"
+  line=$(grep -a '^dpdk: .* packets received' "$log") || die "no dpdk summary line in $log"
   echo "$line"
+}
+per_cpu_s() { sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$1"; }
+run_a() {
+  echo "== (a) spand-gateway, 1 worker lcore, DPDK net_pcap infinite_rx, ${DURATION} s"
+  local line
+  dpdk_run "$WORK/gw_dpdk.log"
   grep -a '^summary:\|^connections:\|^samples:' "$WORK/gw_dpdk.log" | sed 's/^/  /'
   A_WALL+=("$(sed -E 's/.*: ([0-9.]+) Mpps on.*/\1/' <<< "$line")")
-  A_CPU+=("$(sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$line")")
+  A_CPU+=("$(per_cpu_s "$line")")
 }
 # (a) again with the Redis writer on (a local redis-server): the data-plane cost of aggregation.
 run_a_writer() {
   echo "== (a+w) as (a), with --redis (writer on, flush every 1 s)"
-  "$GW" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- --redis "redis://127.0.0.1:$redis_port" \
-    > /dev/null 2> "$WORK/gw_dpdk_w.log" &
-  local pid=$! line
-  sleep "$DURATION"
-  kill -INT "$pid"
-  wait "$pid" || die "gateway (DPDK, writer) failed: $(tail -3 "$WORK/gw_dpdk_w.log")"
-  line=$(grep -a '^dpdk: .* packets received' "$WORK/gw_dpdk_w.log") || die "no dpdk summary line"
-  echo "$line"
-  W_CPU+=("$(sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/' <<< "$line")")
+  local line
+  dpdk_run "$WORK/gw_dpdk_w.log" --redis "redis://127.0.0.1:$redis_port"
+  W_CPU+=("$(per_cpu_s "$line")")
 }
 run_c() {
   echo "== (c) tcptrace -n -l -r (no name lookups: tcptrace's fastest mode)"
