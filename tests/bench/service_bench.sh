@@ -10,8 +10,8 @@
 # service_bench_populate} of another commit) each case runs for the baseline and then for
 # BUILD_DIR, against the same Redis (each populates the keys of its own schema) in the same run.
 # Environment: READ_CONNECTIONS (replica --read-connections, default 2), CONNECTIONS (HTTP/2
-# connections, default 4), GHZ=0 to skip ghz, SWEEP (default "8 16 32": the cache-off case again
-# at these concurrencies, latency against load).
+# connections, default 4), GHZ=0 to skip ghz, SWEEP (default "8 16 32": the cache-off and the
+# hot-set cases again at these concurrencies, latency against load).
 # usage: tests/bench/service_bench.sh BUILD_DIR [PREFIXES] [REQUESTS] [CONCURRENCY] [BASELINE_DIR]
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [PREFIXES] [REQUESTS] [CONCURRENCY] [BASELINE_DIR]}
@@ -110,6 +110,10 @@ both "cache on, 1000 hot prefixes" 1000 "$tmp/hot.json"
 echo "== latency against load: cache off, fewer calls in flight"
 for c in ${SWEEP-8 16 32}; do
   run_case "cache off, $c in flight" 0 "$tmp/data.json" "$build" "$c" 0 || status=1
+done
+echo "== latency against load: 1000 hot prefixes (cache hits), fewer calls in flight"
+for c in ${SWEEP-8 16 32}; do
+  run_case "hot set, $c in flight" 1000 "$tmp/hot.json" "$build" "$c" 0 || status=1
 done
 
 echo "== redis-benchmark on the same Redis (reference; 50 clients)"
