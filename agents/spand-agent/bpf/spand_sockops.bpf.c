@@ -34,6 +34,9 @@ char LICENSE[] SEC("license") = "GPL";
 const volatile __u32 spand_tune_outgoing = 0;
 /* Whether tune_ports has entries (fixed at start): without, no lookup per connection. */
 const volatile __u32 spand_have_tune_ports = 0;
+/* Policies for port 0 (any local port) in prefix_policy, kept by the agent: while there are none,
+ * a lookup that misses the socket's own port is not tried again for port 0. */
+__u32 spand_any_port_policies = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -109,7 +112,7 @@ static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* s
   fill_addr(skops, &key);
   __builtin_memcpy(&key.data[0], &port_be, 2);
   pol = bpf_map_lookup_elem(&prefix_policy, &key);
-  if (pol) return pol;
+  if (pol || spand_any_port_policies == 0) return pol;
   key.data[0] = 0;
   key.data[1] = 0;
   return bpf_map_lookup_elem(&prefix_policy, &key);

@@ -143,6 +143,9 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   val.wc_segments = p.wc_segments;
   val.srtt_us = p.srtt_us;
   val.acked_per_ack = p.acked_per_ack;
+  // The count goes up before the entry exists, so the program never skips a port-0 policy.
+  if (p.key.port == 0 && any_port_keys_.insert(p.key).second)
+    skel_->bss->spand_any_port_policies = static_cast<uint32_t>(any_port_keys_.size());
   if (bpf_map__update_elem(skel_->maps.prefix_policy, &key, sizeof(key), &val, sizeof(val),
                            BPF_ANY)) {
     error = std::string("prefix map update: ") + std::strerror(errno);
@@ -158,6 +161,9 @@ bool BpfApplier::remove(const PolicyKey& k, std::string& error) {
     error = std::string("prefix map delete: ") + std::strerror(errno);
     return false;
   }
+  // ... and down only once it is gone.
+  if (k.port == 0 && any_port_keys_.erase(k))
+    skel_->bss->spand_any_port_policies = static_cast<uint32_t>(any_port_keys_.size());
   return true;
 }
 

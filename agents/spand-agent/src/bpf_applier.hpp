@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ class BpfApplier : public KernelApplier {
   uint32_t kernel_hz_;
   std::vector<uint16_t> tune_ports_;
   bool tune_outgoing_;
+  std::set<PolicyKey> any_port_keys_;  // port-0 policies in the map (the program's fallback)
   spand_sockops_bpf* skel_ = nullptr;
   ::bpf_link* link_ = nullptr;
   bool attached_ = false;

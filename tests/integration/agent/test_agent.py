@@ -157,6 +157,23 @@ def test_bpf_unpaced_whole_first_flight_and_no_estimate_default():
         assert agent.stop() == 0
 
 
+def test_bpf_any_port_policy_is_the_fallback():
+    """A port-0 policy (any local port) applies to a port without its own entry: the program
+    looks the prefix up for the socket's port, then for port 0, which the agent enables only
+    while it holds port-0 policies."""
+    with Lab("sad") as lab:
+        ef = estimates_file([est("10.77.1.0/24")])
+        agent = start_agent(lab, "--mode", "bpf", "--cgroup", lab.cgroup, "-f", ef,
+                            "-p", "0:%d" % SIZE, "-P", "10.77.1.0/24")
+        agent.wait_line(r"applied port=0 prefix=10.77.1.0/24 init_cwnd=%d " % EXPECTED)
+        start_server(lab)
+        lab.probe_start(PORT)
+        port = lab.fetch("10.77.0.1", PORT, SIZE)
+        cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
+        assert cwnd == EXPECTED and ssthresh == EXPECTED
+        assert agent.stop() == 0
+
+
 def test_bpf_absurd_estimate_is_capped():
     with Lab("sa3") as lab:
         ef = estimates_file([est("10.77.1.0/24", wc=1_000_000)])
