@@ -185,17 +185,15 @@ uint32_t poll_once(WorkerCtx& c) {
     // Without a per-packet timestamp all frames of a burst share the time it was received.
     const uint64_t burst_ns = c.clock->tsc_to_ns(now_tsc);
     uint64_t filtered = 0;
-    // Frames go to the worker as one burst (it prefetches their flows first); a frame spread
-    // over several mbufs is copied into the scratch buffer and handled on its own, in order.
-    Worker::FrameRef refs[Worker::kBurst];
-    uint32_t staged = 0;
+    // Frames are staged with the worker (parsed now, their flows prefetched, tracked 32 at a
+    // time, in order); a frame spread over several mbufs is first copied into the scratch
+    // buffer, which staging does not hold on to.
     for (uint16_t i = 0; i < n; ++i) {
       const rte_mbuf* m = bufs[i];
       const uint32_t wire_len = m->pkt_len;
       const uint8_t* data = rte_pktmbuf_mtod(m, const uint8_t*);
       uint32_t caplen = m->data_len;
-      const bool chained = m->nb_segs > 1;
-      if (chained) {
+      if (m->nb_segs > 1) {
         caplen = std::min(wire_len, kScratchBytes);
         data = static_cast<const uint8_t*>(rte_pktmbuf_read(m, 0, caplen, c.scratch.get()));
         if (data == nullptr) continue;
@@ -208,19 +206,9 @@ uint32_t poll_once(WorkerCtx& c) {
       if (p.pcap_timestamps && (m->ol_flags & c.clock->ts_flag) != 0) {
         ts_ns = *RTE_MBUF_DYNFIELD(m, c.clock->ts_offset, const rte_mbuf_timestamp_t*) * 1000;
       }
-      if (chained) {
-        c.worker->handle_burst(p.link, refs, staged);
-        staged = 0;
-        c.worker->handle_frame(p.link, data, caplen, wire_len, ts_ns);
-        continue;
-      }
-      refs[staged++] = Worker::FrameRef{data, caplen, wire_len, ts_ns};
-      if (staged == Worker::kBurst) {
-        c.worker->handle_burst(p.link, refs, staged);
-        staged = 0;
-      }
+      c.worker->stage_frame(p.link, data, caplen, wire_len, ts_ns);
     }
-    c.worker->handle_burst(p.link, refs, staged);
+    c.worker->flush_staged();
     rte_pktmbuf_free_bulk(bufs, n);
     total += n;
     if (filtered != 0)

@@ -92,7 +92,6 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
     const uint64_t ts_ns = uint64_t(hdr->ts.tv_sec) * 1'000'000'000ull + uint64_t(hdr->ts.tv_usec);
     worker.stage_frame(link, data, hdr->caplen, hdr->len, ts_ns);
     if (++n % kDrainEvery == 0) {
-      worker.flush_staged();
       out.drain(worker);
       if (opts.progress && n % (1u << 20) == 0) {
         const auto now = std::chrono::steady_clock::now();
@@ -105,8 +104,7 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
       }
     }
   }
-  worker.flush_staged();
-  while (worker.finish_some(worker.finish_batch())) out.drain(worker);
+  while (worker.finish_some(worker.finish_batch())) out.drain(worker);  // tracks the staged first
   out.drain(worker);
   out.flush();
   const double secs =

@@ -54,7 +54,6 @@ size_t Worker::table_bytes() const {
 
 void Worker::handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
                           uint64_t ts_ns) {
-  if (staged_count_ != 0) flush_staged();  // keep the order of mixed calls
   ++counters_.frames;
   counters_.bytes += wire_len;
   const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, scratch_);
@@ -117,7 +116,6 @@ void Worker::flush_staged() {
 }
 
 void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
-  flush_staged();
   for (uint32_t i = 0; i < n; ++i) {
     const FrameRef& fr = frames[i];
     stage_frame(link, fr.data, fr.caplen, fr.wire_len, fr.ts_ns);

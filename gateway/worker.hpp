@@ -70,24 +70,24 @@ class Worker {
   // Already-parsed entry point (tests, and sources that parse themselves).
   void handle_packet(const ParsedPacket& p);
 
-  // A burst of frames that stay valid for the call (DPDK mbufs): parses all of them and
-  // prefetches their table slots first, then tracks them in order, so the cache misses of one
-  // packet overlap the work on the others. Same results as handle_frame() one by one.
+  // The pipeline both sources use: the frame is parsed at once (ParsedPacket keeps no pointer
+  // into it, so its buffer may be reused after the call, as libpcap and the DPDK scratch copy
+  // do) and its table slot prefetched; staged packets are tracked in order at the kBurst-th
+  // staged frame or at flush_staged(), so the cache misses of one packet overlap the work on
+  // the others. Same results as handle_frame() one by one. Call flush_staged() before reading
+  // results or finishing.
+  static constexpr uint32_t kBurst = 32;
+  void stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                   uint64_t ts_ns);
+  void flush_staged();
+  // stage_frame() over `n` frames, then flush_staged() (tests, and callers holding a batch).
   struct FrameRef {
     const uint8_t* data;
     uint32_t caplen;
     uint32_t wire_len;
     uint64_t ts_ns;
   };
-  static constexpr uint32_t kBurst = 32;
-  void handle_burst(LinkType link, const FrameRef* frames, uint32_t n);  // n <= kBurst
-  // The same pipeline for sources whose frame buffers do not outlive the call (libpcap): the
-  // frame is parsed (ParsedPacket keeps no pointer into it) and its slot prefetched now; the
-  // packet is tracked at the kBurst-th staged frame or at flush_staged(), whichever is first.
-  // Call flush_staged() before reading results or finishing.
-  void stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
-                   uint64_t ts_ns);
-  void flush_staged();
+  void handle_burst(LinkType link, const FrameRef* frames, uint32_t n);
   // End of input: closes live flows (CloseReason::kEndOfCapture, or kTimeout/kFin/kRst when
   // that already applies), at most `max_flows` per call so the caller can drain the rings in
   // between; returns true while flows remain. finish() closes all at once (small tables, tests).

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "machine.hpp"
 #include "spand.h"
 
 namespace {
@@ -23,15 +24,6 @@ struct Input {
   uint64_t transfer_segments;
   uint32_t b;
 };
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
-}
 
 // Returns ns per call for one pass over `inputs`, `calls` calls in all.
 double run_once(const std::vector<Input>& inputs, uint64_t calls, int variant, uint64_t& sink) {
@@ -65,7 +57,7 @@ int main(int argc, char** argv) {
   char date[64];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   std::printf("cwnd_bench  date %s  nproc %u  cpu %s\n", date, std::thread::hardware_concurrency(),
-              cpu_model().c_str());
+              spand::bench::cpu_model().c_str());
 
   constexpr size_t kInputs = 1 << 16;  // a power of two: the index is a mask
   std::mt19937_64 rng(42);

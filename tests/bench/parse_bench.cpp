@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "machine.hpp"
 #include "packet_builder.hpp"
 #include "parse.hpp"
 
@@ -29,15 +30,6 @@ struct Frame {
 Frame make(const char* name, const spand::test::TcpSeg& s, const spand::test::FrameOpts& f,
            uint32_t snaplen) {
   return {name, f.link, spand::test::build_frame(s, f, snaplen), spand::test::wire_len_of(s, f)};
-}
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown";
 }
 
 double thread_cpu_ns() {
@@ -131,7 +123,7 @@ int main(int argc, char** argv) {
   std::printf(
       "parse_bench: %s; nproc %u; CPU %s; load average %.2f; %llu iterations per row "
       "(best of %d runs)\n",
-      date, std::thread::hardware_concurrency(), cpu_model().c_str(), load[0],
+      date, std::thread::hardware_concurrency(), spand::bench::cpu_model().c_str(), load[0],
       static_cast<unsigned long long>(iterations), kRepeats);
   std::printf("  %-26s %14s %14s %16s\n", "frame", "wall ns/frame", "cpu ns/frame",
               "Mframes/s (cpu)");

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "machine.hpp"
 #include "redis_harness.hpp"
 #include "redis_schema.hpp"
 #include "redis_store.hpp"
@@ -26,14 +27,6 @@ using namespace spand::test;
 namespace {
 
 using Steady = std::chrono::steady_clock;
-
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown";
-}
 
 std::string sh(const std::vector<std::string>& argv) {
   std::string out;
@@ -182,7 +175,8 @@ int main(int argc, char** argv) {
   std::printf("redis_writer_bench: %u active prefixes per flush, one W_c + one RTT sample each\n",
               prefixes);
   std::printf("machine: nproc %ld, CPU %s, kernel %s, %s\n", sysconf(_SC_NPROCESSORS_ONLN),
-              cpu_model().c_str(), u.release, sh({"redis-server", "--version"}).c_str());
+              spand::bench::cpu_model().c_str(), u.release,
+              sh({"redis-server", "--version"}).c_str());
   std::printf("date: %s\n", sh({"date", "-u", "+%Y-%m-%dT%H:%M:%SZ"}).c_str());
 
   {

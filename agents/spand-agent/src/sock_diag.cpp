@@ -20,29 +20,32 @@ int on_msg(const nlmsghdr* nlh, void* data) {
   TcpConn c;
   c.local_port = ntohs(msg->id.idiag_sport);
   c.listening = msg->idiag_state == TCP_LISTEN;
+  c.remote = diag_remote(msg);
+  out->push_back(c);
+  return MNL_CB_OK;
+}
+
+}  // namespace
+
+Prefix diag_remote(const inet_diag_msg* msg) {
   Prefix p;
   if (msg->idiag_family == AF_INET) {
     p.v4 = true;
     p.addr[10] = p.addr[11] = 0xff;
     std::memcpy(&p.addr[12], msg->id.idiag_dst, 4);
     p.len_bits = 32;
-  } else {
-    p.v4 = false;
-    std::memcpy(p.addr.data(), msg->id.idiag_dst, 16);
-    p.len_bits = 128;
-    // An IPv4 client on a dual-stack socket: treat it as IPv4.
-    static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(p.addr.data(), kMapped, 12) == 0) {
-      p.v4 = true;
-      p.len_bits = 32;
-    }
+    return p;
   }
-  c.remote = p;
-  out->push_back(c);
-  return MNL_CB_OK;
+  p.v4 = false;
+  std::memcpy(p.addr.data(), msg->id.idiag_dst, 16);
+  p.len_bits = 128;
+  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(p.addr.data(), kMapped, 12) == 0) {
+    p.v4 = true;
+    p.len_bits = 32;
+  }
+  return p;
 }
-
-}  // namespace
 
 bool sock_diag_dump(uint32_t state_mask, uint8_t ext_mask, SockDiagCallback on_msg, void* data,
                     std::string& error) {

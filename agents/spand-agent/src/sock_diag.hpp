@@ -2,6 +2,7 @@
 // The agent learns the prefixes to fetch from connections accepted on listening ports.
 #pragma once
 
+#include <linux/inet_diag.h>
 #include <linux/netlink.h>
 
 #include <cstdint>
@@ -23,6 +24,9 @@ struct TcpConn {
 // `state_mask`, with the `ext_mask` extensions (INET_DIAG_* bits); each reply message goes to
 // `on_msg` (a libmnl callback) with `data`. false with `error` set when the dump fails.
 using SockDiagCallback = int (*)(const nlmsghdr* nlh, void* data);
+// The remote address of a dump message, full length; an IPv4 client of a dual-stack socket
+// (IPv4-mapped) counts as IPv4.
+Prefix diag_remote(const inet_diag_msg* msg);
 bool sock_diag_dump(uint32_t state_mask, uint8_t ext_mask, SockDiagCallback on_msg, void* data,
                     std::string& error);
 

@@ -37,26 +37,6 @@ struct ParseState {
   TcpInfoDump* out;
 };
 
-Prefix remote_of(const inet_diag_msg* msg) {
-  Prefix p;
-  if (msg->idiag_family == AF_INET) {
-    p.v4 = true;
-    p.addr[10] = p.addr[11] = 0xff;
-    std::memcpy(&p.addr[12], msg->id.idiag_dst, 4);
-    p.len_bits = 32;
-    return p;
-  }
-  p.v4 = false;
-  std::memcpy(p.addr.data(), msg->id.idiag_dst, 16);
-  p.len_bits = 128;
-  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(p.addr.data(), kMapped, 12) == 0) {
-    p.v4 = true;  // an IPv4 client on a dual-stack socket
-    p.len_bits = 32;
-  }
-  return p;
-}
-
 int on_msg(const nlmsghdr* nlh, void* data) {
   auto* st = static_cast<ParseState*>(data);
   auto* msg = static_cast<const inet_diag_msg*>(mnl_nlmsg_get_payload(nlh));
@@ -68,7 +48,7 @@ int on_msg(const nlmsghdr* nlh, void* data) {
   TcpInfoSnapshot s;
   s.cookie = static_cast<uint64_t>(msg->id.idiag_cookie[1]) << 32 | msg->id.idiag_cookie[0];
   s.local_port = port;
-  s.remote = remote_of(msg);
+  s.remote = diag_remote(msg);
   bool have_info = false;
   // mnl_attr_for_each, spelled out: its void* to nlattr* conversion is C only.
   auto* tail = static_cast<const char*>(mnl_nlmsg_get_payload_tail(nlh));

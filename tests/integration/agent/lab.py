@@ -166,7 +166,7 @@ class Lab:
                 out.append(ev)
         return out
 
-    def fetch(self, server_ip, port, size, source_ip="10.77.1.2"):
+    def fetch(self, server_ip, port, size, source_ip="10.77.1.2", timeout=WAIT_S):
         """One connection from the client namespace: send the size, read it all. Returns the
         client's local port."""
         code = ("import socket,sys\n"
@@ -179,7 +179,7 @@ class Lab:
                 "    n+=len(d)\n"
                 "assert n==%d, n\n" % (source_ip, server_ip, port, size, size))
         r = subprocess.run(self.in_cli(["/usr/bin/python3", "-c", code]), capture_output=True,
-                           text=True, timeout=WAIT_S)
+                           text=True, timeout=timeout)
         assert r.returncode == 0, r.stderr
         return int(r.stdout.split()[0])
 

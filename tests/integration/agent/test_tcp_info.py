@@ -78,19 +78,7 @@ class DelayLab(Lab):
 
 
 def fetch(lab, size):
-    code = ("import socket\n"
-            "s=socket.socket(); s.bind(('10.78.1.2',0)); s.connect(('10.78.0.1',%d))\n"
-            "print(s.getsockname()[1], flush=True)\n"
-            "s.sendall(b'%d\\n'); n=0\n"
-            "while True:\n"
-            "    d=s.recv(1<<16)\n"
-            "    if not d: break\n"
-            "    n+=len(d)\n"
-            "assert n==%d, n\n" % (PORT, size, size))
-    r = subprocess.run(lab.in_cli(["/usr/bin/python3", "-c", code]), capture_output=True,
-                       text=True, timeout=60)
-    assert r.returncode == 0, r.stderr
-    return int(r.stdout.split()[0])
+    return lab.fetch("10.78.0.1", PORT, size, source_ip="10.78.1.2", timeout=60)
 
 
 def trace_start(lab):
