@@ -83,8 +83,69 @@ enum spand_stat {
   SPAND_STAT_TUNE_APPLIED,
   SPAND_STAT_STATE_FULL,
   SPAND_STAT_RTO_SEEDED,
+  SPAND_STAT_PACE_CLASSED,   /* first window put in a pacing class (SO_PRIORITY) */
+  SPAND_STAT_PACE_UNCLASSED, /* priority back to 0 once the first window is acked */
+  SPAND_STAT_PACE_SKIPPED,   /* socket had its own priority: left alone */
   SPAND_STAT_COUNT
 };
+
+/* Pacing the whole first window with HTB (agent.pace_devices). Linux's TCP-internal pacing
+ * leaves a socket's first 10 segments unpaced (tcp_update_skb_after_send), and this kernel
+ * has neither fq nor etf to honour departure times, so the agent installs an HTB root qdisc
+ * with handle SPAND_HTB_MAJOR: on each pacing device: one leaf class per rate bin and copy, rate
+ * = ceil = the bin's rate, burst 4 frames (the paper's token bucket). The program points a
+ * socket's priority at the class of its pacing rate for the first window (HTB classifies by
+ * skb->priority when it names one of its classes) and sets it back to 0 afterwards; other
+ * traffic goes through HTB's direct queue unshaped. Bins: 8 per octave of bytes/s from
+ * 2^SPAND_PACE_MIN_EXP, each at its lower edge (8 + m) << (e - 3), so a socket is paced at
+ * most 12.5 % below its rate, never above it. Class minors are multiples of 16: the low
+ * four bits of the priority, which pfifo_fast, mqprio and VLAN egress maps read, stay 0. */
+#define SPAND_HTB_MAJOR 0x5350u
+#define SPAND_PACE_MIN_EXP 13u /* 8 KiB/s: slower rates use the first bin */
+#define SPAND_PACE_BINS (8u * (32u - SPAND_PACE_MIN_EXP))
+#define SPAND_PACE_COPIES 4u /* concurrent first windows of one bin share a class 1 in 4 */
+#define SPAND_PACE_BURST_FRAMES 4u
+
+static inline spand_u32 spand_msb32(spand_u32 x) {
+  spand_u32 n = 0;
+  if (x >> 16) {
+    n += 16;
+    x >>= 16;
+  }
+  if (x >> 8) {
+    n += 8;
+    x >>= 8;
+  }
+  if (x >> 4) {
+    n += 4;
+    x >>= 4;
+  }
+  if (x >> 2) {
+    n += 2;
+    x >>= 2;
+  }
+  if (x >> 1) n += 1;
+  return n;
+}
+
+/* The bin of a pacing rate (bytes/s): the highest bin whose rate is <= rate. */
+static inline spand_u32 spand_pace_bin(spand_u32 rate) {
+  spand_u32 e;
+  if (rate < (1u << SPAND_PACE_MIN_EXP)) return 0;
+  e = spand_msb32(rate);
+  return (e - SPAND_PACE_MIN_EXP) * 8u + ((rate >> (e - 3u)) & 7u);
+}
+
+/* A bin's rate in bytes/s. */
+static inline spand_u64 spand_pace_bin_rate(spand_u32 bin) {
+  spand_u32 e = SPAND_PACE_MIN_EXP + bin / 8u;
+  return (spand_u64)(8u + bin % 8u) << (e - 3u);
+}
+
+/* HTB class id (major:minor) of a bin and copy; also the socket priority that selects it. */
+static inline spand_u32 spand_pace_classid(spand_u32 bin, spand_u32 copy) {
+  return (SPAND_HTB_MAJOR << 16) | ((1u + bin * SPAND_PACE_COPIES + copy) << 4);
+}
 
 #define SPAND_MAX_PREFIXES 65536
 #define SPAND_MAX_SOCKETS 65536

@@ -16,6 +16,7 @@
 #define SPAND_SOL_SOCKET 1
 #define SPAND_SOL_TCP 6
 #define SPAND_SO_MAX_PACING_RATE 47
+#define SPAND_SO_PRIORITY 12
 #define SPAND_TCP_CONGESTION 13
 #define SPAND_TCP_CLOSE 7 /* BPF_TCP_CLOSE */
 #define SPAND_CLAMP_UNLIMITED 0x7fffffff
@@ -37,6 +38,8 @@ const volatile __u32 spand_have_tune_ports = 0;
 /* Policies for port 0 (any local port) in prefix_policy, kept by the agent: while there are none,
  * a lookup that misses the socket's own port is not tried again for port 0. */
 __u32 spand_any_port_policies = 0;
+/* Whether the agent installed the HTB pacing classes (agent.pace_devices; spand_maps.h). */
+const volatile __u32 spand_pace_htb = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -100,6 +103,36 @@ static __always_inline void fill_addr(struct bpf_sock_ops* skops, struct spand_p
   }
 }
 
+/* Puts a socket whose first window is paced at `rate` into the HTB class of that rate
+ * (spand_maps.h). A socket that already has a priority of its own keeps it (and stays with the
+ * kernel's pacing only). The copy within the bin comes from the remote port, so concurrent
+ * first windows of one bin rarely share a token bucket. */
+static __always_inline void pace_class(struct bpf_sock_ops* skops, __u32 rate) {
+  __u32 port = skops->remote_port;
+  int prio = 0;
+
+  if (bpf_getsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_PRIORITY, &prio, sizeof(prio)) || prio) {
+    count(SPAND_STAT_PACE_SKIPPED);
+    return;
+  }
+  port ^= port >> 16;
+  prio = (int)spand_pace_classid(spand_pace_bin(rate), (port ^ (port >> 8)) % SPAND_PACE_COPIES);
+  if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_PRIORITY, &prio, sizeof(prio)) == 0)
+    count(SPAND_STAT_PACE_CLASSED);
+}
+
+/* The first window is acked: out of the pacing class (only if it is still ours). */
+static __always_inline void pace_unclass(struct bpf_sock_ops* skops) {
+  int prio = 0;
+
+  if (bpf_getsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_PRIORITY, &prio, sizeof(prio)) ||
+      ((__u32)prio >> 16) != SPAND_HTB_MAJOR)
+    return;
+  prio = 0;
+  if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_PRIORITY, &prio, sizeof(prio)) == 0)
+    count(SPAND_STAT_PACE_UNCLASSED);
+}
+
 /* Policy for the socket's local port, else for port 0 (any port). */
 static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* skops) {
   struct spand_prefix_key key = {};
@@ -158,6 +191,8 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     __u32 rate32 = rate >= SPAND_PACING_UNLIMITED ? SPAND_PACING_UNLIMITED - 1 : (__u32)rate;
     if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
       count(SPAND_STAT_PACING_FAILED);
+    else if (spand_pace_htb)
+      pace_class(skops, rate32);
   }
   if (!rate && !(flags & SPAND_POLICY_SKIP_SS)) goto out;
   sk = skops->sk;
@@ -207,6 +242,7 @@ static __always_inline void first_window_stateless(struct bpf_sock_ops* skops,
   iw = tp->snd_cwnd_clamp;
   if (skops->bytes_acked < (__u64)iw * skops->mss_cache) return;
   bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &unlimited, sizeof(unlimited));
+  if (spand_pace_htb) pace_unclass(skops);
   count(SPAND_STAT_PACING_LIFTED);
   /* The rest of the connection: the clamp raised once per round trip, which needs state. */
   st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
@@ -240,6 +276,7 @@ static __always_inline void on_ack(struct bpf_sock_ops* skops) {
       __u32 unlimited = SPAND_PACING_UNLIMITED;
       bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &unlimited,
                      sizeof(unlimited));
+      if (spand_pace_htb) pace_unclass(skops);
       count(SPAND_STAT_PACING_LIFTED);
     }
     if ((st->flags & SPAND_POLICY_SKIP_SS) && (st->flags & SPAND_POLICY_CA_EMULATE)) {

@@ -58,11 +58,12 @@ int cleanup_stale_bpf() {
 }
 
 BpfApplier::BpfApplier(std::string cgroup_path, uint32_t kernel_hz,
-                       std::vector<uint16_t> tune_ports, bool tune_outgoing)
+                       std::vector<uint16_t> tune_ports, bool tune_outgoing, bool pace_htb)
     : cgroup_path_(std::move(cgroup_path)),
       kernel_hz_(kernel_hz),
       tune_ports_(std::move(tune_ports)),
-      tune_outgoing_(tune_outgoing) {}
+      tune_outgoing_(tune_outgoing),
+      pace_htb_(pace_htb) {}
 
 BpfApplier::~BpfApplier() {
   stop();
@@ -80,6 +81,7 @@ bool BpfApplier::start(std::string& error) {
   }
   skel_->rodata->spand_tune_outgoing = tune_outgoing_ ? 1 : 0;
   skel_->rodata->spand_have_tune_ports = tune_ports_.empty() ? 0 : 1;
+  skel_->rodata->spand_pace_htb = pace_htb_ ? 1 : 0;
   if (int err = spand_sockops_bpf__load(skel_); err) {
     error = std::string("cannot load the sock_ops program: ") + std::strerror(-err);
     spand_sockops_bpf__destroy(skel_);

@@ -18,7 +18,7 @@ namespace spand::agent {
 class BpfApplier : public KernelApplier {
  public:
   BpfApplier(std::string cgroup_path, uint32_t kernel_hz, std::vector<uint16_t> tune_ports,
-             bool tune_outgoing);
+             bool tune_outgoing, bool pace_htb = false);
   ~BpfApplier() override;
   const char* name() const override { return "bpf"; }
   bool per_port() const override { return true; }
@@ -36,6 +36,7 @@ class BpfApplier : public KernelApplier {
   uint32_t kernel_hz_;
   std::vector<uint16_t> tune_ports_;
   bool tune_outgoing_;
+  bool pace_htb_;  // pacing classes installed (PacingQdiscs): the program selects them
   std::set<PolicyKey> any_port_keys_;  // port-0 policies in the map (the program's fallback)
   spand_sockops_bpf* skel_ = nullptr;
   ::bpf_link* link_ = nullptr;

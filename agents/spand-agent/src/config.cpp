@@ -100,10 +100,11 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   Reader r(name);
   r.unknown_keys(root, {"agent", "policy", "port"});
   if (const toml::table* a = root["agent"].as_table()) {
-    r.unknown_keys(*a, {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
-                        "report_socket", "prefix_len_v4", "prefix_len_v6", "refresh_interval_ms",
-                        "grpc_deadline_ms", "kernel_hz", "prefixes", "tune_outgoing",
-                        "sample_tcp_info", "sample_interval_ms", "sample_max_sockets"});
+    r.unknown_keys(*a,
+                   {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
+                    "report_socket", "prefix_len_v4", "prefix_len_v6", "refresh_interval_ms",
+                    "grpc_deadline_ms", "kernel_hz", "prefixes", "tune_outgoing", "sample_tcp_info",
+                    "sample_interval_ms", "sample_max_sockets", "pace_devices"});
     r.string(*a, "estimate_server", cfg.estimate_server);
     r.string(*a, "estimates_file", cfg.estimates_file);
     if (const toml::node* n = a->get("mode")) {
@@ -140,6 +141,20 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
             r.fail(e, "prefixes: '" + (s ? *s : std::string("?")) + "' is not an address or CIDR");
           else
             cfg.static_prefixes.push_back(*p);
+        }
+      }
+    }
+    if (const toml::node* n = a->get("pace_devices")) {
+      const toml::array* arr = n->as_array();
+      if (!arr) {
+        r.fail(*n, "pace_devices: expected an array of device names");
+      } else {
+        for (const toml::node& e : *arr) {
+          auto s = e.value<std::string>();
+          if (!s || s->empty() || s->size() >= 16)
+            r.fail(e, "pace_devices: expected device names (1 to 15 characters)");
+          else
+            cfg.pace_devices.push_back(*s);
         }
       }
     }
@@ -228,6 +243,10 @@ std::optional<ConfigError> validate(const AgentConfig& cfg) {
     return ConfigError{"set only one of estimate_server and estimates_file"};
   if (cfg.sample_tcp_info && cfg.estimate_server.empty())
     return ConfigError{"sample_tcp_info needs estimate_server: samples go out through Report"};
+  if (!cfg.pace_devices.empty() && cfg.mode == Mode::kRoute)
+    return ConfigError{"pace_devices needs BPF mode: routes cannot select a pacing class"};
+  if (!cfg.pace_devices.empty() && !cfg.policy.pace)
+    return ConfigError{"pace_devices is set but policy.pace is false"};
   if (cfg.ports.empty())
     return ConfigError{"no [[port]] configured: the agent needs a response size per port"};
   return std::nullopt;

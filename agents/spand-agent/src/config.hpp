@@ -53,6 +53,9 @@ struct AgentConfig {
   uint32_t sample_interval_ms = 200;
   uint32_t sample_max_sockets = 65536;  // per-socket table; sockets beyond it are counted, skipped
   bool dry_run = false;
+  // Devices on which HTB classes pace the whole first window (BPF mode; pacing_qdisc.hpp).
+  // Empty: TCP's own pacing only, which leaves the first 10 segments unpaced.
+  std::vector<std::string> pace_devices;
   std::vector<Prefix> static_prefixes;  // fetched whether or not connections are seen
   std::vector<PortConfig> ports;
   PolicyConfig policy;

@@ -30,8 +30,10 @@
 #include "dry_run_applier.hpp"
 #include "file_source.hpp"
 #include "metrics.hpp"
+#include "pacing_qdisc.hpp"
 #include "route_applier.hpp"
 #include "sock_diag.hpp"
+#include "spand_maps.h"
 #include "spand_socket.h"
 #include "tcp_info_dump.hpp"
 #include "tcp_info_sampler.hpp"
@@ -108,6 +110,8 @@ void usage(std::FILE* out) {
       "      --sample-tcp-info      report W_c and RTT samples from the TCP_INFO of connections\n"
       "                             on the configured ports (needs --server)\n"
       "      --sample-interval-ms N between two sock_diag dumps (default 200)\n"
+      "      --pace-device DEV      pace whole first windows with HTB classes on DEV (repeat;\n"
+      "                             BPF mode; replaces DEV's default root qdisc while running)\n"
       "      --dry-run              print what would be applied; change nothing\n"
       "      --once                 one refresh, then exit (removing what was applied)\n"
       "  -h, --help\n");
@@ -264,7 +268,8 @@ int run(int argc, char** argv) {
     kDryRun,
     kOnce,
     kSampleTcpInfo,
-    kSampleIntervalMs
+    kSampleIntervalMs,
+    kPaceDevice
   };
   static const option opts[] = {
       {"config", required_argument, nullptr, 'c'},
@@ -280,6 +285,7 @@ int run(int argc, char** argv) {
       {"report-socket", required_argument, nullptr, kReportSocket},
       {"sample-tcp-info", no_argument, nullptr, kSampleTcpInfo},
       {"sample-interval-ms", required_argument, nullptr, kSampleIntervalMs},
+      {"pace-device", required_argument, nullptr, kPaceDevice},
       {"dry-run", no_argument, nullptr, kDryRun},
       {"once", no_argument, nullptr, kOnce},
       {"help", no_argument, nullptr, 'h'},
@@ -320,8 +326,18 @@ int run(int argc, char** argv) {
       return kExitUsage;
     }
   }
+  bool pace_devices_from_flags = false;
   for (auto& [flag, val] : flags) {
     switch (flag) {
+      case kPaceDevice:
+        if (!pace_devices_from_flags) cfg.pace_devices.clear();  // flags replace the file's list
+        pace_devices_from_flags = true;
+        if (val.empty() || val.size() >= 16) {
+          std::fprintf(stderr, "spand-agent: --pace-device '%s': not a device name\n", val.c_str());
+          return kExitUsage;
+        }
+        cfg.pace_devices.push_back(val);
+        break;
       case 's':
         cfg.estimate_server = val;
         break;
@@ -449,14 +465,33 @@ int run(int argc, char** argv) {
   BpfApplier* bpf_applier = nullptr;
   RouteApplier* route_applier = nullptr;
   std::string err;
+  std::unique_ptr<PacingQdiscs> pacing;
   if (cfg.dry_run) {
     bool bpf_possible = cfg.mode != Mode::kRoute;
     kernel = std::make_unique<DryRunApplier>(bpf_possible ? "bpf" : "route", bpf_possible);
     kernel->start(err);
+    for (const std::string& dev : cfg.pace_devices)
+      std::fprintf(stderr,
+                   "spand-agent: dry-run: would install an htb root qdisc %x: with %u pacing "
+                   "classes (%llu to %llu bytes/s) on %s\n",
+                   SPAND_HTB_MAJOR, PacingQdiscs::classes_per_device(),
+                   static_cast<unsigned long long>(spand_pace_bin_rate(0)),
+                   static_cast<unsigned long long>(spand_pace_bin_rate(SPAND_PACE_BINS - 1)),
+                   dev.c_str());
   } else {
+    if (cfg.mode != Mode::kRoute && !cfg.pace_devices.empty()) {
+      // Before the program loads: it is built knowing whether the classes exist.
+      pacing = std::make_unique<PacingQdiscs>(cfg.pace_devices);
+      if (!pacing->start(err)) {
+        std::fprintf(stderr, "spand-agent: %s\n", err.c_str());
+        return kExitRuntime;
+      }
+      std::fprintf(stderr, "spand-agent: pacing classes installed on %zu device(s)\n",
+                   pacing->installed());
+    }
     if (cfg.mode != Mode::kRoute) {
       auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports,
-                                            cfg.tune_outgoing);
+                                            cfg.tune_outgoing, pacing != nullptr);
       if (b->start(err)) {
         bpf_applier = b.get();
         kernel = std::move(b);
@@ -465,6 +500,7 @@ int run(int argc, char** argv) {
         return kExitRuntime;
       } else {
         std::fprintf(stderr, "spand-agent: bpf unavailable (%s); using route mode\n", err.c_str());
+        pacing.reset();  // nothing would select the classes
       }
     }
     if (!kernel) {
@@ -487,6 +523,7 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "spand-agent: /metrics on %s: %s\n", cfg.metrics_listen.c_str(),
                    ex.what());
       kernel->stop();
+      pacing.reset();
       return kExitRuntime;
     }
   }
@@ -548,6 +585,7 @@ int run(int argc, char** argv) {
       if (metrics)
         metrics->update(core.counters(), grpc_errors, kernel->active(),
                         route_applier ? route_applier->routes() : 0,
+                        pacing ? pacing->installed() : 0,
                         bpf_applier ? bpf_applier->program_stats() : std::vector<uint64_t>{});
       if (metrics && cfg.sample_tcp_info)
         metrics->update_sampler(sampler.counters(), tcp_reporter.sent_by_kind, tcp_reporter.dropped,
@@ -575,6 +613,7 @@ int run(int argc, char** argv) {
   }
   std::fprintf(stderr, "spand-agent: stopping, removing %zu policies\n", core.installed());
   core.shutdown();
+  pacing.reset();  // after the program is gone: no socket selects a class any more
   if (report_fd >= 0) {
     close(report_fd);
     unlink(cfg.report_socket.c_str());

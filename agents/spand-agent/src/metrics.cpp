@@ -18,6 +18,7 @@ struct AgentMetrics::Impl {
   prometheus::Counter* grpc_errors;
   prometheus::Gauge* attached;
   prometheus::Gauge* routes;
+  prometheus::Gauge* pacing_devices;
   std::vector<prometheus::Counter*> program;
   std::vector<uint64_t> last_program;
   CoreCounters last{};
@@ -64,6 +65,11 @@ struct AgentMetrics::Impl {
                   .Help("Routes with spand metrics installed (route mode)")
                   .Register(*registry)
                   .Add({});
+    pacing_devices = &prometheus::BuildGauge()
+                          .Name("spand_agent_pacing_devices")
+                          .Help("Devices carrying spand's HTB pacing classes (agent.pace_devices)")
+                          .Register(*registry)
+                          .Add({});
     auto& prog_family = prometheus::BuildCounter()
                             .Name("spand_agent_program_events_total")
                             .Help("Events counted by the sock_ops program")
@@ -71,7 +77,8 @@ struct AgentMetrics::Impl {
     // Same order as enum spand_stat in bpf/spand_maps.h.
     for (const char* ev :
          {"lookup", "applied", "iw_failed", "clamp_failed", "pacing_failed", "cc_failed",
-          "pacing_lifted", "clamp_raised", "tune_applied", "state_full", "rto_seeded"})
+          "pacing_lifted", "clamp_raised", "tune_applied", "state_full", "rto_seeded",
+          "pace_classed", "pace_unclassed", "pace_skipped"})
       program.push_back(&prog_family.Add({{"event", ev}}));
     last_program.assign(program.size(), 0);
     sampled = &prometheus::BuildCounter()
@@ -109,7 +116,8 @@ AgentMetrics::AgentMetrics(const std::string& listen) : impl_(std::make_unique<I
 AgentMetrics::~AgentMetrics() = default;
 
 void AgentMetrics::update(const CoreCounters& c, uint64_t grpc_errors, bool program_attached,
-                          size_t routes_installed, const std::vector<uint64_t>& program_stats) {
+                          size_t routes_installed, size_t pacing_devices,
+                          const std::vector<uint64_t>& program_stats) {
   Impl& m = *impl_;
   for (size_t i = 0; i < m.program.size() && i < program_stats.size(); ++i) {
     if (program_stats[i] >= m.last_program[i])
@@ -123,6 +131,7 @@ void AgentMetrics::update(const CoreCounters& c, uint64_t grpc_errors, bool prog
   m.grpc_errors->Increment(static_cast<double>(grpc_errors - m.last_grpc_errors));
   m.attached->Set(program_attached ? 1 : 0);
   m.routes->Set(static_cast<double>(routes_installed));
+  m.pacing_devices->Set(static_cast<double>(pacing_devices));
   m.last = c;
   m.last_grpc_errors = grpc_errors;
 }

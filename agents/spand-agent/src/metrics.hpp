@@ -23,7 +23,8 @@ class AgentMetrics {
   ~AgentMetrics();
   // `program_stats`: the sock_ops program's counters (SPAND_STAT_*), empty outside BPF mode.
   void update(const CoreCounters& c, uint64_t grpc_errors, bool program_attached,
-              size_t routes_installed, const std::vector<uint64_t>& program_stats);
+              size_t routes_installed, size_t pacing_devices,
+              const std::vector<uint64_t>& program_stats);
   // TCP_INFO sampling: the sampler's counters, samples the service took by kind (cumulative),
   // samples dropped while the service was unreachable, sockets in the table now.
   void update_sampler(const SamplerCounters& c, const std::array<uint64_t, 3>& sent_by_kind,

@@ -63,6 +63,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"[[port]]\nport = 80\n", "t.toml:1:", "response_bytes"},
                       BadCase{"[agent]\nprefixes = [\"300.1.2.3/24\"]\n", "t.toml:2:", "300.1.2.3"},
                       BadCase{"[agent\n", "t.toml:1:", ""},
+                      BadCase{"[agent]\npace_devices = \"eth0\"\n", "t.toml:2:", "array"},
+                      BadCase{"[agent]\npace_devices = [\"a-name-too-long-for-linux\"]\n",
+                              "t.toml:2:", "1 to 15"},
                       BadCase{"[[port]]\nport = 80\nresponse_bytes = 1\n[[port]]\nport = 80\n"
                               "response_bytes = 2\n",
                               "t.toml:4:", "twice"}));
@@ -111,6 +114,35 @@ response_bytes = 50000
   err = load_config_string("[agent]\nsample_interval_ms = 1\n", "t.toml", d);
   ASSERT_TRUE(err);
   EXPECT_NE(err->message.find("t.toml:2:"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spand::agent
+
+namespace spand::agent {
+namespace {
+
+TEST(Config, PaceDevicesNeedBpfModeAndPacing) {
+  AgentConfig c;
+  auto err = load_config_string(R"(
+[agent]
+estimates_file = "e.json"
+pace_devices = ["eth0", "eth1"]
+[[port]]
+port = 443
+response_bytes = 50000
+)",
+                                "t.toml", c);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(c.pace_devices, (std::vector<std::string>{"eth0", "eth1"}));
+  EXPECT_FALSE(validate(c));
+  c.mode = Mode::kRoute;  // a route cannot select a pacing class
+  ASSERT_TRUE(validate(c));
+  EXPECT_NE(validate(c)->message.find("BPF"), std::string::npos);
+  c.mode = Mode::kBpf;
+  c.policy.pace = false;
+  ASSERT_TRUE(validate(c));
+  EXPECT_NE(validate(c)->message.find("pace"), std::string::npos);
 }
 
 }  // namespace

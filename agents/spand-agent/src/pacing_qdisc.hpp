@@ -1,0 +1,53 @@
+// The HTB classes that pace a socket's whole first window (agent.pace_devices): Linux's TCP
+// pacing skips the first 10 segments and this kernel has no fq or etf qdisc to honour departure
+// times, so the first window is shaped by a token bucket per class instead. On each device:
+// an HTB root qdisc with handle SPAND_HTB_MAJOR: and no default class (unclassified traffic goes
+// through HTB's direct queue, unshaped), and one leaf class per pacing-rate bin and copy (rate =
+// ceil = the bin's rate, burst and cburst SPAND_PACE_BURST_FRAMES frames of the device's MTU).
+// The sock_ops program selects a class through the socket's priority (bpf/spand_maps.h).
+//
+// A device whose root qdisc was set up by someone else (a nonzero handle that is not ours) is
+// refused rather than replaced. Our own root qdisc from an earlier instance is replaced. stop()
+// deletes the root qdisc, which gives the device its default qdisc back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+struct mnl_socket;
+
+namespace spand::agent {
+
+class PacingQdiscs {
+ public:
+  explicit PacingQdiscs(std::vector<std::string> devices);
+  ~PacingQdiscs();
+  PacingQdiscs(const PacingQdiscs&) = delete;
+  PacingQdiscs& operator=(const PacingQdiscs&) = delete;
+
+  // Installs the qdisc and its classes on every device; on an error removes what it installed
+  // and says which device and why.
+  bool start(std::string& error);
+  void stop();
+  size_t installed() const { return installed_.size(); }
+  static uint32_t classes_per_device();
+
+ private:
+  struct RootQdisc {
+    bool found = false;
+    uint32_t handle = 0;
+    std::string kind;
+  };
+  bool install(const std::string& dev, std::string& error);
+  bool root_qdisc(int ifindex, RootQdisc& out, std::string& error);
+  bool remove_root(int ifindex, std::string& error);
+  bool request(void* buf, std::string& error);
+
+  std::vector<std::string> devices_;
+  std::vector<int> installed_;  // ifindexes with our root qdisc
+  mnl_socket* nl_ = nullptr;
+  unsigned seq_ = 1;
+};
+
+}  // namespace spand::agent
