@@ -11,7 +11,12 @@
 # Then the same three cases interleaved inside one process, blocks of CONNECTIONS/10, as many
 # connections per case as above (agent_connect_bench --interleave): on a shared machine the
 # other load changes within seconds, and this puts it on all three cases alike.
-# Usage: tests/bench/agent_connect_bench.sh BUILD_DIR [CONNECTIONS] [ROUNDS]
+# With PACE_DEVICES=1 the agent also installs its HTB pacing classes (agent.pace_devices), on
+# a veth pair the script creates: the program then also sets an applied connection's priority
+# to its pacing class, which is the per-connection cost measured; loopback itself is not shaped.
+# (HTB on lo itself would put every packet of every case through the qdisc and defer it to a
+# softirq, which lets this client outrun accept() past the listen backlog.)
+# Usage: [PACE_DEVICES=1] tests/bench/agent_connect_bench.sh BUILD_DIR [CONNECTIONS] [ROUNDS]
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [CONNECTIONS] [ROUNDS]}
 n=${2:-100000}
@@ -27,6 +32,7 @@ mkdir -p "$on" "$off"
 agent_pid=
 cleanup() {
   if [[ -n $agent_pid ]]; then kill "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null || true; fi
+  [[ -n ${PACE_DEVICES:-} ]] && ip link del spand_pb0 2>/dev/null || true
   rmdir "$on" "$off" 2>/dev/null || true
   rm -rf "$work"
 }
@@ -35,11 +41,18 @@ cat > "$work/est.json" <<JSON
 {"estimates": [{"prefix": "127.0.0.1/32", "samples": 50, "wc_segments": 40, "rtt_ms": 1,
                 "verdict": "USE_ESTIMATE"}]}
 JSON
+pace_line=
+if [[ -n ${PACE_DEVICES:-} ]]; then
+  ip link add spand_pb0 type veth peer name spand_pb1
+  ip link set spand_pb0 up
+  pace_line='pace_devices = ["spand_pb0"]'
+fi
 cat > "$work/agent.toml" <<TOML
 [agent]
 prefix_len_v4 = 32
 metrics_listen = ""
 prefixes = ["127.0.0.1/32"]
+$pace_line
 [[port]]
 port = 18080
 response_bytes = 100000
@@ -55,7 +68,7 @@ run() {  # $1 cgroup, $2 client source: prints "connections_per_s,cpu_us_per_con
 }
 
 echo "agent_connect_bench: $(date -u +%FT%TZ) nproc=$(nproc) cpu=\"$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')\" kernel=$(uname -r) load=\"$(cut -d' ' -f1-3 /proc/loadavg)\""
-echo "connections per run: $n, rounds: $rounds (detached, applied, no match, in turn)"
+echo "connections per run: $n, rounds: $rounds (detached, applied, no match, in turn)${PACE_DEVICES:+; HTB pacing classes on (veth) spand_pb0}"
 declare -a det app nom
 for ((r = 0; r < rounds; r++)); do
   det+=("$(run "$off" 127.0.0.1)")
