@@ -8,6 +8,7 @@ import os
 import re
 import statistics
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -200,3 +201,68 @@ def test_tcp_info_sampling_reports_rtt_and_wc():
         assert all(w <= 1.5 * bdp_buffer for w in loss_wcs), (wcs, bdp_buffer)
         assert metric(text, "spand_agent_tcp_info_sockets_sampled_total") >= TRANSFERS
         assert metric(text, "spand_agent_tcp_info_table_full_total") == 0
+
+
+@pytest.mark.parametrize("htb", [True, False], ids=["htb", "kernel_pacing_only"])
+def test_pacing_of_the_first_window_on_a_20ms_path(htb):
+    """On a path with the estimate's RTT (no sysctl changed), read from a capture on the
+    server's device (after its qdisc, so the bottleneck further on does not shape what is
+    measured). With --pace-device the first window of cwnd_opt segments leaves at the class
+    rate from its first segment on: tcp_tso_autosize's low-RTT term is 0 at 20 ms, so TCP hands
+    HTB packets of 1 ms of pacing rate (2 segments here). Without it, the kernel's own pacing
+    sends the first 10 segments as one burst (tcp_update_skb_after_send)."""
+    wc, size = 40, 200_000
+    with DelayLab("tp1") as lab:
+        os.makedirs(lab.cgroup, exist_ok=True)
+        dev = lab.name + "v"
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            ef = f.name
+            json.dump({"estimates": [{"prefix": "10.78.1.0/24", "wc_segments": wc,
+                                      "rtt_ms": RTT_MS, "samples": 50,
+                                      "verdict": "USE_ESTIMATE"}]}, f)
+        agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
+                                      lab.cgroup, "-f", ef, "-p", "%d:%d" % (PORT, size),
+                                      "-P", "10.78.1.0/24"] + (["--pace-device", dev] if htb else [])))
+        m = agent.wait_line(r"applied port=8080 prefix=10.78.1.0/24 init_cwnd=(\d+) .*"
+                            r"pacing_Bps=(\d+)")
+        os.unlink(ef)
+        iw, rate = int(m.group(1)), int(m.group(2))
+        srv = lab.start(lab.in_srv([TUNE_SERVER, str(PORT), "notune"]), cgroup=lab.cgroup)
+        srv.wait_line(r"^ready")
+        pcap = "/tmp/spand_tp1_%d.pcap" % os.getpid()
+        td = lab.start(lab.in_srv(["tcpdump", "--immediate-mode", "-Z", "root", "-i", dev, "-n",
+                                   "-U", "-w", pcap, "tcp src port %d" % PORT]))
+        td.wait_line(r"listening on")
+        fetch(lab, size)
+        td.stop()
+        out = sh("tshark -r %s -Y 'tcp.len>0' -T fields -e frame.time_epoch -e tcp.seq" % pcap)
+        os.unlink(pcap)
+        seen, times = set(), []
+        for line in out.stdout.splitlines():
+            t, seq = line.split()
+            if seq not in seen:
+                seen.add(seq)
+                times.append(float(t))
+        times = times[:iw]
+        assert agent.stop() == 0
+        # The class rate: the highest bin edge (8 + m) * 2^(e - 3) B/s not above the rate.
+        class_rate = max((8 + m_) << (e - 3) for e in range(13, 32) for m_ in range(8)
+                         if (8 + m_) << (e - 3) <= rate)
+        frame_s = (MSS + 66) / class_rate
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        span_s = times[-1] - times[0]
+        ideal_s = (iw - 4) * frame_s
+        burst = run = 1
+        for g in gaps:
+            run = run + 1 if g < 0.25 * frame_s else 1
+            burst = max(burst, run)
+        print("htb=%s, 20 ms path: window %d at %d B/s (class %d): span %.2f ms, ideal %.2f ms, "
+              "srtt %.1f ms; longest burst %d" % (htb, iw, rate, class_rate, span_s * 1e3,
+                                                  ideal_s * 1e3, RTT_MS, burst))
+        print("htb=%s, 20 ms path: gaps (ms): %s" % (htb, " ".join("%.2f" % (g * 1e3) for g in gaps)))
+        assert len(times) == iw
+        if not htb:
+            assert burst >= 10
+            return
+        assert 0.85 * ideal_s <= span_s <= 1.3 * ideal_s + 0.005
+        assert burst <= 6
