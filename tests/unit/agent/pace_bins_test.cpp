@@ -35,7 +35,9 @@ TEST(PaceBins, RateMapsToHighestBinNotAboveIt) {
       continue;
     }
     ASSERT_LE(double(spand_pace_bin_rate(bin)), double(r)) << r;
-    if (bin + 1 < SPAND_PACE_BINS) ASSERT_GT(edges[bin + 1], double(r)) << r;
+    if (bin + 1 < SPAND_PACE_BINS) {
+      ASSERT_GT(edges[bin + 1], double(r)) << r;
+    }
     ASSERT_GT(double(spand_pace_bin_rate(bin)), 0.875 * double(r)) << r;
   }
 }
