@@ -499,8 +499,9 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "spand-agent: bpf mode: %s\n", err.c_str());
         return kExitRuntime;
       } else {
-        std::fprintf(stderr, "spand-agent: bpf unavailable (%s); using route mode\n", err.c_str());
-        pacing.reset();  // nothing would select the classes
+        std::fprintf(stderr, "spand-agent: bpf unavailable (%s); using route mode%s\n", err.c_str(),
+                     pacing ? " (without pacing classes: only the program selects them)" : "");
+        pacing.reset();
       }
     }
     if (!kernel) {
