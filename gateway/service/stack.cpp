@@ -192,6 +192,7 @@ ServiceStack::~ServiceStack() {
 
 void ServiceStack::shutdown() {
   if (hub_) hub_->stop();  // ends Watch streams first, so Shutdown does not wait on them
+  if (service_) service_->stop_health_watches();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_.reset();

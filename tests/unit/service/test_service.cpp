@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "fakes.hpp"
+#include "health.grpc.pb.h"
 #include "service.hpp"
 
 namespace spand {
@@ -131,6 +132,25 @@ TEST_F(ServiceTest, HealthServiceAnswersServing) {
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
+// The service's own grpc.health.v1 (not gRPC's default one): its two names are SERVING, any
+// other is NOT_FOUND, as the health checking protocol says.
+TEST_F(ServiceTest, HealthServiceKnowsItsServices) {
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  for (const char* name : {"", "spand.v1.Estimates", "spand.v1.Nothing"}) {
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(name);
+    grpc::health::v1::HealthCheckResponse out;
+    auto ctx = ctx_with_deadline();
+    const grpc::Status st = health->Check(ctx.get(), req, &out);
+    if (std::string(name) == "spand.v1.Nothing") {
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    } else {
+      ASSERT_TRUE(st.ok()) << name << ": " << st.error_message();
+      EXPECT_EQ(out.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+    }
+  }
+}
+
 TEST_F(ServiceTest, WatchPushesNewConnectionAndUpdates) {
   const Prefix p = prefix_of(v4("198.51.100.1"), opts.prefix);
   store.set(p, wc_window(3, 10));
@@ -195,9 +215,12 @@ TEST_F(ServiceTest, ReportStream) {
   EXPECT_EQ(sink.samples[0].origin, SampleOrigin::kAgent);
 }
 
-// The reactors finished from another thread (the store's reader), many calls at once: every
-// reply arrives, in order for BatchGet, and a failed read is UNAVAILABLE on the wire.
-TEST(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
+// Calls finished from another thread (the store's reader) and handed back to the polling
+// thread(s), many calls at once: every reply arrives, in order for BatchGet, and a failed read
+// is UNAVAILABLE on the wire. With one and with two polling threads (completion queues).
+struct ServiceAsyncTest : ::testing::TestWithParam<size_t> {};
+
+TEST_P(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
   FakeStore store;
   FakeClock clock{1'000'000'000};
   CoreOptions opts;
@@ -206,7 +229,7 @@ TEST(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
   EstimatesCore core(store, clock, opts, nullptr, nullptr, &reader);
   WatchHub hub(core, 50);
   Metrics metrics;
-  EstimatesService service(core, hub, &metrics);
+  EstimatesService service(core, hub, &metrics, GetParam());
   int port = 0;
   std::string error;
   auto server = start_grpc_server("127.0.0.1:0", service, port, error);
@@ -270,6 +293,8 @@ TEST(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
   hub.stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
+
+INSTANTIATE_TEST_SUITE_P(PollingThreads, ServiceAsyncTest, ::testing::Values(1, 2));
 
 }  // namespace
 }  // namespace spand
