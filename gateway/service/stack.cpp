@@ -159,7 +159,7 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
       error = "cannot listen for /metrics on '" + c.metrics_listen + "': " + e.what();
       return nullptr;
     }
-    s->exposer_->RegisterCollectable(s->metrics_.registry());
+    for (const auto& col : s->metrics_.collectables()) s->exposer_->RegisterCollectable(col);
   }
 
   CoreOptions core_opts = opts.core;
