@@ -69,12 +69,13 @@ run_case() { # label cache_ttl_ms data_file [build_dir [concurrency [ghz]]]
   "$loadgen" "127.0.0.1:$gport" "$3" --requests "$requests" --concurrency "${5:-$concurrency}" \
     --connections "$conns" --label "$1" || rc=$?
   s1=$(cpu_ticks "$rp"); r1=$(cpu_ticks "$rpid"); t1=$(date +%s.%N)
-  /usr/bin/python3 - "$((s1 - s0))" "$((r1 - r0))" "$t0" "$t1" "$hz" <<'PY'
+  /usr/bin/python3 - "$((s1 - s0))" "$((r1 - r0))" "$t0" "$t1" "$hz" "$((requests + 5000))" <<'PY'
 import sys
-s, r, t0, t1, hz = (float(x) for x in sys.argv[1:])
+s, r, t0, t1, hz, calls = (float(x) for x in sys.argv[1:])
 w = t1 - t0
-print(f"{'':40s} during it: spand-estimates {s / hz:.1f} s CPU ({100 * s / hz / w:.0f}% of a core), "
-      f"redis-server {r / hz:.1f} s ({100 * r / hz / w:.0f}%), over {w:.1f} s wall")
+print(f"{'':40s} during it: spand-estimates {s / hz:.1f} s CPU ({100 * s / hz / w:.0f}% of a core, "
+      f"{1e6 * s / hz / calls:.1f} us per Get), redis-server {r / hz:.1f} s ({100 * r / hz / w:.0f}%, "
+      f"{1e6 * r / hz / calls:.1f} us per Get), over {w:.1f} s wall (warmup included)")
 PY
   [[ $rc == 0 ]] || echo "get_loadgen FAILED (exit $rc): errors or bad replies above" >&2
   if [[ -n $ghz && ${6:-1} == 1 ]]; then
