@@ -1,5 +1,8 @@
 #include "metrics.hpp"
 
+#include <algorithm>
+#include <limits>
+
 namespace spand {
 namespace {
 
@@ -33,7 +36,42 @@ const char* rpc_method_name(RpcMethod m) {
   return "unknown";
 }
 
-Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
+void RpcDurations::observe(RpcMethod m, double seconds) {
+  PerMethod& pm = methods_[static_cast<size_t>(m)];
+  // The first bound >= seconds (Prometheus buckets are "less or equal"); past the last: +Inf.
+  const size_t i =
+      size_t(std::lower_bound(kBounds.begin(), kBounds.end(), seconds) - kBounds.begin());
+  pm.buckets[i].fetch_add(1, std::memory_order_relaxed);
+  pm.sum_ns.fetch_add(seconds > 0 ? uint64_t(seconds * 1e9) : 0, std::memory_order_relaxed);
+}
+
+std::vector<prometheus::MetricFamily> RpcDurations::Collect() const {
+  prometheus::MetricFamily f;
+  f.name = "spand_grpc_request_duration_seconds";
+  f.help = "Time to handle a gRPC call (streams: the whole stream), by method";
+  f.type = prometheus::MetricType::Histogram;
+  for (size_t m = 0; m < methods_.size(); ++m) {
+    const PerMethod& pm = methods_[m];
+    prometheus::ClientMetric cm;
+    cm.label.push_back({"method", rpc_method_name(static_cast<RpcMethod>(m))});
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < pm.buckets.size(); ++i) {
+      cumulative += pm.buckets[i].load(std::memory_order_relaxed);
+      prometheus::ClientMetric::Bucket b;
+      b.cumulative_count = cumulative;
+      b.upper_bound = i < kBounds.size() ? kBounds[i] : std::numeric_limits<double>::infinity();
+      cm.histogram.bucket.push_back(b);
+    }
+    cm.histogram.sample_count = cumulative;
+    cm.histogram.sample_sum = double(pm.sum_ns.load(std::memory_order_relaxed)) / 1e9;
+    f.metric.push_back(std::move(cm));
+  }
+  return {std::move(f)};
+}
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      durations_(std::make_shared<RpcDurations>()) {
   using namespace prometheus;
   Registry& r = *registry_;
   packets_ = &BuildCounter()
@@ -106,20 +144,12 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                      .Name("spand_grpc_requests_total")
                      .Help("gRPC calls handled, by method and status code")
                      .Register(r);
-  auto& durations = BuildHistogram()
-                        .Name("spand_grpc_request_duration_seconds")
-                        .Help("Time to handle a gRPC call (streams: the whole stream), by method")
-                        .Register(r);
   for (size_t m = 0; m < rpc_counts_.size(); ++m) {
     const char* method = rpc_method_name(static_cast<RpcMethod>(m));
     // OK and INVALID_ARGUMENT exist from the start so rate() works on the first error; the
     // other codes appear when first seen.
     rpc_counts_[m][0] = &rpc_family_->Add({{"method", method}, {"code", kCodeNames[0]}});
     rpc_counts_[m][3] = &rpc_family_->Add({{"method", method}, {"code", kCodeNames[3]}});
-    rpc_duration_[m] =
-        &durations.Add({{"method", method}},
-                       Histogram::BucketBoundaries{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.002,
-                                                   0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 10, 60});
   }
   auto& estimates = BuildCounter()
                         .Name("spand_estimates_total")
@@ -143,7 +173,7 @@ void Metrics::observe_rpc(RpcMethod m, grpc::StatusCode code, double seconds) {
     }
   }
   c->Increment();
-  rpc_duration_[mi]->Observe(seconds);
+  durations_->observe(m, seconds);
 }
 
 void Metrics::count_estimate(v1::Verdict v) {

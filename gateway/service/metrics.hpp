@@ -4,6 +4,7 @@
 #pragma once
 
 #include <grpcpp/support/status_code_enum.h>
+#include <prometheus/collectable.h>
 #include <prometheus/counter.h>
 #include <prometheus/exposer.h>
 #include <prometheus/family.h>
@@ -41,10 +42,32 @@ struct WriterTotals {
   uint64_t agent_samples_rtt = 0;
 };
 
+// spand_grpc_request_duration_seconds{method}, observed without a lock: prometheus-cpp 1.0's
+// Histogram::Observe takes a mutex on every call; here each bucket is an atomic counter and the
+// exposition is built from them when scraped.
+class RpcDurations final : public prometheus::Collectable {
+ public:
+  static constexpr std::array<double, 15> kBounds{0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                                  0.002,   0.005,  0.01,    0.025,  0.05,
+                                                  0.1,     0.5,    1,       10,     60};
+  void observe(RpcMethod m, double seconds);
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  struct PerMethod {
+    std::array<std::atomic<uint64_t>, kBounds.size() + 1> buckets{};  // not cumulative; last: +Inf
+    std::atomic<uint64_t> sum_ns{0};
+  };
+  std::array<PerMethod, static_cast<size_t>(RpcMethod::kCount)> methods_{};
+};
+
 class Metrics {
  public:
   Metrics();
-  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+  // What an exposer serves: the registry and the request durations.
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
+    return {registry_, durations_};
+  }
 
   void observe_rpc(RpcMethod m, grpc::StatusCode code, double seconds);
   void count_estimate(v1::Verdict v);
@@ -56,6 +79,7 @@ class Metrics {
  private:
   static constexpr size_t kCodes = 17;  // grpc::StatusCode OK..UNAUTHENTICATED
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<RpcDurations> durations_;
   std::mutex totals_mu_;
   CaptureTotals last_capture_{};
   WriterTotals last_writer_{};
@@ -79,7 +103,6 @@ class Metrics {
   std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>,
              static_cast<size_t>(RpcMethod::kCount)>
       rpc_counts_{};
-  std::array<prometheus::Histogram*, static_cast<size_t>(RpcMethod::kCount)> rpc_duration_{};
   prometheus::Counter* estimates_use_;
   prometheus::Counter* estimates_slow_;
 };

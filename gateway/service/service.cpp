@@ -1,18 +1,30 @@
 #include "service.hpp"
 
 #include <absl/synchronization/mutex.h>
+#include <grpcpp/alarm.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/health_check_service_interface.h>
+#include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 #include "address.hpp"
+#include "health.grpc.pb.h"
 
 namespace spand {
 namespace {
 
 // How often a Watch stream wakes without events to notice a cancelled client.
 constexpr uint32_t kWatchPollMs = 200;
+
+// Calls of each method kept requested on every completion queue: an arriving call is matched at
+// once, and each one taken is replaced.
+constexpr size_t kRequestedCalls = 64;
+constexpr size_t kRequestedBatchCalls = 8;
 
 class CallTimer {
  public:
@@ -26,6 +38,7 @@ class CallTimer {
     return st;
   }
   Metrics* metrics() const { return metrics_; }
+  void restart() { start_ = std::chrono::steady_clock::now(); }
 
  private:
   Metrics* metrics_;
@@ -33,58 +46,234 @@ class CallTimer {
   std::chrono::steady_clock::time_point start_;
 };
 
-// The reactor of one Get: started by the handler, finished by the core (inline on a cache hit,
-// else from the store's reader thread), deleted by gRPC when the call is over.
-class GetReactor final : public grpc::ServerUnaryReactor, public GetCall {
- public:
-  GetReactor(Metrics* m, v1::Estimate* reply) : timer_(m, RpcMethod::kGet), reply_(reply) {}
-  void finish(const grpc::Status& st) override {
-    if (st.ok() && timer_.metrics()) timer_.metrics()->count_estimate(reply_->verdict());
-    Finish(timer_.done(st));  // may delete this: nothing after
-  }
-  void OnDone() override { delete this; }
-
- private:
-  CallTimer timer_;
-  v1::Estimate* reply_;
-};
-
-class BatchGetReactor final : public grpc::ServerUnaryReactor, public BatchGetCall {
- public:
-  BatchGetReactor(Metrics* m, v1::BatchGetResponse* reply)
-      : timer_(m, RpcMethod::kBatchGet), reply_(reply) {}
-  void finish(const grpc::Status& st) override {
-    if (st.ok() && timer_.metrics()) {
-      for (const v1::Estimate& e : reply_->estimates())
-        timer_.metrics()->count_estimate(e.verdict());
-    }
-    Finish(timer_.done(st));
-  }
-  void OnDone() override { delete this; }
-
- private:
-  CallTimer timer_;
-  v1::BatchGetResponse* reply_;
-};
-
 }  // namespace
 
-EstimatesService::EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics)
-    : core_(core), hub_(hub), metrics_(metrics) {}
+// grpc.health.v1 for "" and "spand.v1.Estimates", always SERVING while the server runs. Served
+// here on the synchronous API: gRPC's default health service uses the callback API, whose
+// completion queue brings threads of its own that then take part in polling every connection
+// and hand requests over to the service's threads (a wakeup per call).
+class HealthService final : public grpc::health::v1::Health::Service {
+ public:
+  using Response = grpc::health::v1::HealthCheckResponse;
 
-grpc::ServerUnaryReactor* EstimatesService::Get(grpc::CallbackServerContext*,
-                                                const v1::GetRequest* req, v1::Estimate* reply) {
-  auto* r = new GetReactor(metrics_, reply);
-  core_.start_get(*req, *reply, *r);
-  return r;
+  grpc::Status Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* req,
+                     Response* out) override {
+    if (!known(req->service())) return {grpc::StatusCode::NOT_FOUND, "unknown service"};
+    out->set_status(Response::SERVING);
+    return grpc::Status::OK;
+  }
+  // The status never changes while the server runs: one message, then the stream stays open
+  // until the client leaves or stop() is called.
+  grpc::Status Watch(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* req,
+                     grpc::ServerWriter<Response>* writer) override {
+    Response r;
+    r.set_status(known(req->service()) ? Response::SERVING : Response::SERVICE_UNKNOWN);
+    if (!writer->Write(r)) return grpc::Status::CANCELLED;
+    std::unique_lock lock(mu_);
+    while (!stopped_ && !ctx->IsCancelled()) {
+      cv_.wait_for(lock, std::chrono::milliseconds(kWatchPollMs));
+    }
+    if (!stopped_) return grpc::Status::CANCELLED;
+    r.set_status(Response::NOT_SERVING);
+    writer->Write(r);
+    return {grpc::StatusCode::UNAVAILABLE, "server is shutting down"};
+  }
+  void stop() {
+    std::lock_guard lock(mu_);
+    stopped_ = true;
+    cv_.notify_all();
+  }
+
+ private:
+  static bool known(const std::string& service) {
+    return service.empty() || service == v1::Estimates::service_full_name();
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopped_ = false;  // guarded by mu_
+};
+
+// One completion queue and the thread that polls it. Calls finished on another thread (the
+// store's readers) wait in `done` until that thread sends their replies; `wakeup` (an alarm
+// already due) brings it the batch. Only one wakeup is outstanding at a time, so a reader that
+// finishes many calls in a row wakes the polling thread once.
+struct EstimatesService::Poller {
+  std::unique_ptr<grpc::ServerCompletionQueue> cq;
+  std::thread thread;
+  std::mutex mu;
+  std::vector<Rpc*> done;  // guarded by mu
+  bool armed = false;      // guarded by mu: `wakeup` is set and not yet delivered
+  grpc::Alarm wakeup;
+};
+
+namespace {
+// The poller whose thread is running here, if any.
+thread_local const void* tl_poller = nullptr;
+}  // namespace
+
+// One call of Get or BatchGet, from its request to its reply. Its tag is itself: first for the
+// call's arrival, then for the reply's completion.
+class EstimatesService::Rpc {
+ public:
+  Rpc(EstimatesService& svc, Poller& p) : svc_(svc), poller_(p) {}
+  virtual ~Rpc() = default;
+  // On the polling thread: the call arrived (ok false: the server is shutting down).
+  virtual void arrived(bool ok) = 0;
+  // On the polling thread: sends the reply; the next event deletes the call.
+  virtual void reply() = 0;
+  void event(bool ok) {
+    if (replying_) {
+      delete this;
+      return;
+    }
+    replying_ = true;
+    arrived(ok);
+  }
+
+ protected:
+  // The core is done with the call: reply now on the polling thread, else hand it over.
+  void finished(const grpc::Status& st) {
+    status_ = st;
+    if (tl_poller == &poller_) {
+      reply();
+      return;
+    }
+    Poller& p = poller_;  // `this` may be gone once it is in the queue
+    std::lock_guard lock(p.mu);
+    p.done.push_back(this);
+    if (!p.armed) {
+      p.armed = true;
+      p.wakeup.Set(p.cq.get(), gpr_inf_past(GPR_CLOCK_MONOTONIC), &p);
+    }
+  }
+
+  EstimatesService& svc_;
+  Poller& poller_;
+  grpc::ServerContext ctx_;
+  grpc::Status status_;
+  bool replying_ = false;
+};
+
+class EstimatesService::GetRpc final : public Rpc, public GetCall {
+ public:
+  GetRpc(EstimatesService& svc, Poller& p)
+      : Rpc(svc, p), timer_(svc.metrics_, RpcMethod::kGet), responder_(&ctx_) {
+    svc.RequestGet(&ctx_, &req_, &responder_, p.cq.get(), p.cq.get(), this);
+  }
+  void arrived(bool success) override {
+    if (!success) {
+      delete this;
+      return;
+    }
+    new GetRpc(svc_, poller_);  // the next call of the method
+    timer_.restart();
+    svc_.core_.start_get(req_, reply_, *this);
+  }
+  void finish(const grpc::Status& st) override { finished(st); }
+  void reply() override {
+    if (status_.ok() && timer_.metrics()) timer_.metrics()->count_estimate(reply_.verdict());
+    responder_.Finish(reply_, timer_.done(status_), this);
+  }
+
+ private:
+  CallTimer timer_;
+  v1::GetRequest req_;
+  v1::Estimate reply_;
+  grpc::ServerAsyncResponseWriter<v1::Estimate> responder_;
+};
+
+class EstimatesService::BatchGetRpc final : public Rpc, public BatchGetCall {
+ public:
+  BatchGetRpc(EstimatesService& svc, Poller& p)
+      : Rpc(svc, p), timer_(svc.metrics_, RpcMethod::kBatchGet), responder_(&ctx_) {
+    svc.RequestBatchGet(&ctx_, &req_, &responder_, p.cq.get(), p.cq.get(), this);
+  }
+  void arrived(bool success) override {
+    if (!success) {
+      delete this;
+      return;
+    }
+    new BatchGetRpc(svc_, poller_);
+    timer_.restart();
+    svc_.core_.start_batch_get(req_, reply_, *this);
+  }
+  void finish(const grpc::Status& st) override { finished(st); }
+  void reply() override {
+    if (status_.ok() && timer_.metrics()) {
+      for (const v1::Estimate& e : reply_.estimates())
+        timer_.metrics()->count_estimate(e.verdict());
+    }
+    responder_.Finish(reply_, timer_.done(status_), this);
+  }
+
+ private:
+  CallTimer timer_;
+  v1::BatchGetRequest req_;
+  v1::BatchGetResponse reply_;
+  grpc::ServerAsyncResponseWriter<v1::BatchGetResponse> responder_;
+};
+
+EstimatesService::EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics,
+                                   size_t polling_threads)
+    : polling_threads_(std::max<size_t>(polling_threads, 1)),
+      health_(std::make_unique<HealthService>()),
+      core_(core),
+      hub_(hub),
+      metrics_(metrics) {}
+
+void EstimatesService::stop_health_watches() {
+  health_->stop();
 }
 
-grpc::ServerUnaryReactor* EstimatesService::BatchGet(grpc::CallbackServerContext*,
-                                                     const v1::BatchGetRequest* req,
-                                                     v1::BatchGetResponse* reply) {
-  auto* r = new BatchGetReactor(metrics_, reply);
-  core_.start_batch_get(*req, *reply, *r);
-  return r;
+EstimatesService::~EstimatesService() {
+  for (auto& p : pollers_) p->cq->Shutdown();
+  for (auto& p : pollers_) {
+    if (p->thread.joinable()) {
+      p->thread.join();
+    } else {  // never started: drain the queue here
+      void* tag;
+      bool ok;
+      while (p->cq->Next(&tag, &ok)) {
+      }
+    }
+  }
+}
+
+void EstimatesService::add_completion_queues(grpc::ServerBuilder& builder) {
+  for (size_t i = 0; i < polling_threads_; ++i) {
+    auto p = std::make_unique<Poller>();
+    p->cq = builder.AddCompletionQueue();
+    pollers_.push_back(std::move(p));
+  }
+}
+
+void EstimatesService::start_polling() {
+  for (auto& p : pollers_) {
+    for (size_t i = 0; i < kRequestedCalls; ++i) new GetRpc(*this, *p);
+    for (size_t i = 0; i < kRequestedBatchCalls; ++i) new BatchGetRpc(*this, *p);
+    p->thread = std::thread([this, poller = p.get()] { poll(*poller); });
+  }
+}
+
+void EstimatesService::poll(Poller& p) {
+  pthread_setname_np(pthread_self(), "spand-grpc");
+  tl_poller = &p;
+  std::vector<Rpc*> batch;
+  void* tag;
+  bool ok;
+  while (p.cq->Next(&tag, &ok)) {
+    if (tag != &p) {
+      static_cast<Rpc*>(tag)->event(ok);
+      continue;
+    }
+    {
+      std::lock_guard lock(p.mu);
+      p.armed = false;
+      batch.swap(p.done);
+    }
+    for (Rpc* r : batch) r->reply();
+    batch.clear();
+  }
 }
 
 grpc::Status EstimatesService::Top(grpc::ServerContext*, const v1::TopRequest* req,
@@ -175,19 +364,20 @@ std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
   // updates a process-wide lock graph (GraphCycles, behind one spin lock) to detect lock-order
   // inversions, several percent of the service's CPU under load. A debugging aid only.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  grpc::EnableDefaultHealthCheckService(true);
+  grpc::EnableDefaultHealthCheckService(false);  // HealthService above instead
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   bound_port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
   builder.RegisterService(&service);
+  builder.RegisterService(service.health_.get());
+  service.add_completion_queues(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) {
     error = "cannot listen for gRPC on '" + listen + "'";
     return nullptr;
   }
-  server->GetHealthCheckService()->SetServingStatus(true);
-  server->GetHealthCheckService()->SetServingStatus("spand.v1.Estimates", true);
+  service.start_polling();
   return server;
 }
 

@@ -1,10 +1,17 @@
 // spand.v1.Estimates over gRPC: thin handlers that time each call for the metrics and delegate
-// to EstimatesCore (requests) and WatchHub (streams). Get and BatchGet use the callback API: a
-// call waiting on Redis holds no thread, its reply is sent from the store read's completion.
-// Watch, Report and Top stay on the synchronous API (its thread pool).
+// to EstimatesCore (requests) and WatchHub (streams). Get and BatchGet use the asynchronous API
+// on completion queues of the service's own, each polled by one thread that handles a request
+// in-line (parse, cache, or queue the store read) and sends every reply: a call waiting on Redis
+// holds no thread, and the reader threads of the store hand finished calls back to the polling
+// thread in batches (one wakeup per batch), so gRPC's call and transport work all stays on the
+// polling threads. Watch, Report and Top stay on the synchronous API (its thread pool).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "core.hpp"
 #include "metrics.hpp"
@@ -13,19 +20,28 @@
 
 namespace spand {
 
-using EstimatesServiceBase = v1::Estimates::WithCallbackMethod_Get<
-    v1::Estimates::WithCallbackMethod_BatchGet<v1::Estimates::Service>>;
+class HealthService;
+
+using EstimatesServiceBase = v1::Estimates::WithAsyncMethod_Get<
+    v1::Estimates::WithAsyncMethod_BatchGet<v1::Estimates::Service>>;
 
 class EstimatesService final : public EstimatesServiceBase {
  public:
-  // `metrics` may be null (tests).
-  EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics);
+  // `metrics` may be null (tests). `polling_threads`: completion queues for Get and BatchGet,
+  // one thread each.
+  EstimatesService(EstimatesCore& core, WatchHub& hub, Metrics* metrics,
+                   size_t polling_threads = kDefaultPollingThreads);
+  // Shuts the completion queues down and joins their threads: destroy (or Shutdown) the
+  // grpc::Server first, as gRPC requires.
+  ~EstimatesService() override;
+  EstimatesService(const EstimatesService&) = delete;
+  EstimatesService& operator=(const EstimatesService&) = delete;
 
-  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* ctx, const v1::GetRequest* req,
-                                v1::Estimate* reply) override;
-  grpc::ServerUnaryReactor* BatchGet(grpc::CallbackServerContext* ctx,
-                                     const v1::BatchGetRequest* req,
-                                     v1::BatchGetResponse* reply) override;
+  static constexpr size_t kDefaultPollingThreads = 1;
+
+  // Ends the health service's Watch streams, before grpc::Server::Shutdown.
+  void stop_health_watches();
+
   grpc::Status Watch(grpc::ServerContext* ctx, const v1::WatchRequest* req,
                      grpc::ServerWriter<v1::WatchEvent>* writer) override;
   grpc::Status Report(grpc::ServerContext* ctx, grpc::ServerReader<v1::ReportSample>* reader,
@@ -34,9 +50,24 @@ class EstimatesService final : public EstimatesServiceBase {
                    v1::TopResponse* reply) override;
 
  private:
+  friend std::unique_ptr<grpc::Server> start_grpc_server(const std::string&, EstimatesService&,
+                                                         int&, std::string&);
+  struct Poller;
+  class Rpc;
+  class GetRpc;
+  class BatchGetRpc;
+  // Before BuildAndStart: one completion queue per polling thread.
+  void add_completion_queues(grpc::ServerBuilder& builder);
+  // After BuildAndStart: requests the first calls and starts the polling threads.
+  void start_polling();
+  void poll(Poller& p);
+
   grpc::Status watch(grpc::ServerContext* ctx, const v1::WatchRequest& req,
                      grpc::ServerWriter<v1::WatchEvent>& writer);
 
+  std::vector<std::unique_ptr<Poller>> pollers_;
+  size_t polling_threads_;
+  std::unique_ptr<HealthService> health_;
   EstimatesCore& core_;
   WatchHub& hub_;
   Metrics* metrics_;

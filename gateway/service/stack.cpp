@@ -159,7 +159,7 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
       error = "cannot listen for /metrics on '" + c.metrics_listen + "': " + e.what();
       return nullptr;
     }
-    s->exposer_->RegisterCollectable(s->metrics_.registry());
+    for (const auto& col : s->metrics_.collectables()) s->exposer_->RegisterCollectable(col);
   }
 
   CoreOptions core_opts = opts.core;
@@ -192,6 +192,7 @@ ServiceStack::~ServiceStack() {
 
 void ServiceStack::shutdown() {
   if (hub_) hub_->stop();  // ends Watch streams first, so Shutdown does not wait on them
+  if (service_) service_->stop_health_watches();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_.reset();

@@ -89,7 +89,7 @@ class SettableClock final : public Clock {
 struct StackOptions {
   ControlOptions control;
   CoreOptions core;             // prefix, min_samples and window come from `control`
-  size_t read_connections = 2;  // Redis connections for Get reads, one reader thread each
+  size_t read_connections = 1;  // Redis connections for Get reads, one reader thread each
   uint32_t watch_refresh_ms = 1000;
   uint32_t finish_wait_ms = 5000;  // bound on the last flush
 };

@@ -9,9 +9,10 @@
 # With BASELINE_DIR (a build dir, or a directory holding gateway/service/{spand-estimates,
 # service_bench_populate} of another commit) each case runs for the baseline and then for
 # BUILD_DIR, against the same Redis (each populates the keys of its own schema) in the same run.
-# Environment: READ_CONNECTIONS (replica --read-connections, default 2), CONNECTIONS (HTTP/2
+# Environment: READ_CONNECTIONS (replica --read-connections, default 1, the replica's default),
+# BASELINE_READ_CONNECTIONS (the same for the baseline, default READ_CONNECTIONS), CONNECTIONS (HTTP/2
 # connections, default 4), GHZ=0 to skip ghz, SWEEP (default "8 16 32": the cache-off and the
-# hot-set cases again at these concurrencies, latency against load).
+# hot-set cases again at these concurrencies, latency against load; cache off for the baseline too).
 # usage: tests/bench/service_bench.sh BUILD_DIR [PREFIXES] [REQUESTS] [CONCURRENCY] [BASELINE_DIR]
 set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [PREFIXES] [REQUESTS] [CONCURRENCY] [BASELINE_DIR]}
@@ -19,7 +20,8 @@ prefixes=${2:-100000}
 requests=${3:-200000}
 concurrency=${4:-64}
 baseline=${5:-}
-read_conns=${READ_CONNECTIONS:-2}
+read_conns=${READ_CONNECTIONS:-1}
+base_read_conns=${BASELINE_READ_CONNECTIONS:-$read_conns}
 conns=${CONNECTIONS:-4}
 loadgen=$build/tests/bench/get_loadgen
 [[ -x $loadgen ]] || { echo "$loadgen not built (ninja -C $build tests/bench/get_loadgen)" >&2; exit 2; }
@@ -56,10 +58,10 @@ if [[ -n $baseline ]]; then
 fi
 echo "redis keys: $(redis-cli -p "$rport" dbsize)"
 
-run_case() { # label cache_ttl_ms data_file [build_dir [concurrency [ghz]]]
+run_case() { # label cache_ttl_ms data_file [build_dir [concurrency [ghz [read_connections]]]]
   local gport; gport=$(free_port)
   "${4:-$build}/gateway/service/spand-estimates" --redis "redis://127.0.0.1:$rport" --grpc-listen "127.0.0.1:$gport" \
-    --clock wall --cache-ttl-ms "$2" --read-connections "$read_conns" >"$tmp/replica.log" 2>&1 &
+    --clock wall --cache-ttl-ms "$2" --read-connections "${7:-$read_conns}" >"$tmp/replica.log" 2>&1 &
   local rp=$!
   pids+=($rp)
   wait_port "$gport"
@@ -69,12 +71,13 @@ run_case() { # label cache_ttl_ms data_file [build_dir [concurrency [ghz]]]
   "$loadgen" "127.0.0.1:$gport" "$3" --requests "$requests" --concurrency "${5:-$concurrency}" \
     --connections "$conns" --label "$1" || rc=$?
   s1=$(cpu_ticks "$rp"); r1=$(cpu_ticks "$rpid"); t1=$(date +%s.%N)
-  /usr/bin/python3 - "$((s1 - s0))" "$((r1 - r0))" "$t0" "$t1" "$hz" <<'PY'
+  /usr/bin/python3 - "$((s1 - s0))" "$((r1 - r0))" "$t0" "$t1" "$hz" "$((requests + 5000))" <<'PY'
 import sys
-s, r, t0, t1, hz = (float(x) for x in sys.argv[1:])
+s, r, t0, t1, hz, calls = (float(x) for x in sys.argv[1:])
 w = t1 - t0
-print(f"{'':40s} during it: spand-estimates {s / hz:.1f} s CPU ({100 * s / hz / w:.0f}% of a core), "
-      f"redis-server {r / hz:.1f} s ({100 * r / hz / w:.0f}%), over {w:.1f} s wall")
+print(f"{'':40s} during it: spand-estimates {s / hz:.1f} s CPU ({100 * s / hz / w:.0f}% of a core, "
+      f"{1e6 * s / hz / calls:.1f} us per Get), redis-server {r / hz:.1f} s ({100 * r / hz / w:.0f}%, "
+      f"{1e6 * r / hz / calls:.1f} us per Get), over {w:.1f} s wall (warmup included)")
 PY
   [[ $rc == 0 ]] || echo "get_loadgen FAILED (exit $rc): errors or bad replies above" >&2
   if [[ -n $ghz && ${6:-1} == 1 ]]; then
@@ -94,13 +97,13 @@ PY
   return $rc
 }
 
-echo "== spand-estimates Get (closed loop: $concurrency in flight over $conns connections, $requests calls after a warmup, round robin over the prefixes, transfer_bytes=65536; replica --read-connections $read_conns)"
+echo "== spand-estimates Get (closed loop: $concurrency in flight over $conns connections, $requests calls after a warmup, round robin over the prefixes, transfer_bytes=65536; replica --read-connections $read_conns${baseline:+, baseline $base_read_conns})"
 # Ceiling of gRPC + the load generator on this machine: 1000 hot prefixes, nearly all cache hits.
 /usr/bin/python3 -c 'import json,sys; json.dump(json.load(open(sys.argv[1]))[:1000], open(sys.argv[2],"w"))' \
   "$tmp/data.json" "$tmp/hot.json"
 status=0
 both() { # label cache_ttl_ms data_file
-  [[ -n $baseline ]] && { run_case "baseline: $1" "$2" "$3" "$baseline" || status=1; }
+  [[ -n $baseline ]] && { run_case "baseline: $1" "$2" "$3" "$baseline" "$concurrency" 1 "$base_read_conns" || status=1; }
   run_case "${baseline:+this build: }$1" "$2" "$3" || status=1
 }
 both "cache off (Redis per Get)" 0 "$tmp/data.json"
@@ -109,7 +112,10 @@ both "cache on, 1000 hot prefixes" 1000 "$tmp/hot.json"
 
 echo "== latency against load: cache off, fewer calls in flight"
 for c in ${SWEEP-8 16 32}; do
-  run_case "cache off, $c in flight" 0 "$tmp/data.json" "$build" "$c" 0 || status=1
+  if [[ -n $baseline ]]; then
+    run_case "baseline: cache off, $c in flight" 0 "$tmp/data.json" "$baseline" "$c" 0 "$base_read_conns" || status=1
+  fi
+  run_case "${baseline:+this build: }cache off, $c in flight" 0 "$tmp/data.json" "$build" "$c" 0 || status=1
 done
 echo "== latency against load: 1000 hot prefixes (cache hits), fewer calls in flight"
 for c in ${SWEEP-8 16 32}; do

@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "fakes.hpp"
+#include "health.grpc.pb.h"
 #include "service.hpp"
 
 namespace spand {
@@ -131,6 +133,78 @@ TEST_F(ServiceTest, HealthServiceAnswersServing) {
   EXPECT_EQ(bytes, std::string("\x08\x01", 2));
 }
 
+// spand_grpc_request_duration_seconds comes from RpcDurations (atomic buckets, no lock per call):
+// a call over the wire is counted under its method, buckets are cumulative and end at +Inf, and
+// a value lands in the first bucket whose bound is >= it.
+TEST_F(ServiceTest, RequestDurationsAreExposed) {
+  store.set(prefix_of(v4("198.51.100.1"), opts.prefix), wc_window(6, 20));
+  v1::GetRequest req;
+  req.set_address("198.51.100.77");
+  v1::Estimate out;
+  auto ctx = ctx_with_deadline();
+  ASSERT_TRUE(stub->Get(ctx.get(), req, &out).ok());
+
+  RpcDurations d;
+  d.observe(RpcMethod::kTop, 0.0007);  // le 0.001, not le 0.0005
+  d.observe(RpcMethod::kTop, 100);     // past every bound: +Inf only
+  auto top = d.Collect();
+  ASSERT_EQ(top.size(), 1u);
+  const prometheus::ClientMetric* top_metric = nullptr;
+  for (const auto& m : top[0].metric) {
+    if (m.label.at(0).value == "Top") top_metric = &m;
+  }
+  ASSERT_NE(top_metric, nullptr);
+  const auto& tb = top_metric->histogram.bucket;
+  ASSERT_EQ(tb.size(), RpcDurations::kBounds.size() + 1);
+  EXPECT_EQ(tb[3].upper_bound, 0.0005);
+  EXPECT_EQ(tb[3].cumulative_count, 0u);
+  EXPECT_EQ(tb[4].upper_bound, 0.001);
+  EXPECT_EQ(tb[4].cumulative_count, 1u);
+  EXPECT_EQ(tb[tb.size() - 2].cumulative_count, 1u);
+  EXPECT_TRUE(std::isinf(tb.back().upper_bound));
+  EXPECT_EQ(tb.back().cumulative_count, 2u);
+  EXPECT_EQ(top_metric->histogram.sample_count, 2u);
+  EXPECT_NEAR(top_metric->histogram.sample_sum, 100.0007, 1e-6);
+
+  bool found = false;
+  for (const auto& c : metrics.collectables()) {
+    for (const auto& f : c->Collect()) {
+      if (f.name != "spand_grpc_request_duration_seconds") continue;
+      EXPECT_EQ(f.type, prometheus::MetricType::Histogram);
+      for (const auto& m : f.metric) {
+        if (m.label.at(0).value != "Get") continue;
+        found = true;
+        EXPECT_EQ(m.histogram.sample_count, 1u);
+        EXPECT_EQ(m.histogram.bucket.back().cumulative_count, 1u);
+        for (size_t i = 1; i < m.histogram.bucket.size(); ++i) {
+          EXPECT_GE(m.histogram.bucket[i].cumulative_count,
+                    m.histogram.bucket[i - 1].cumulative_count);
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+// The service's own grpc.health.v1 (not gRPC's default one): its two names are SERVING, any
+// other is NOT_FOUND, as the health checking protocol says.
+TEST_F(ServiceTest, HealthServiceKnowsItsServices) {
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  for (const char* name : {"", "spand.v1.Estimates", "spand.v1.Nothing"}) {
+    grpc::health::v1::HealthCheckRequest req;
+    req.set_service(name);
+    grpc::health::v1::HealthCheckResponse out;
+    auto ctx = ctx_with_deadline();
+    const grpc::Status st = health->Check(ctx.get(), req, &out);
+    if (std::string(name) == "spand.v1.Nothing") {
+      EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+    } else {
+      ASSERT_TRUE(st.ok()) << name << ": " << st.error_message();
+      EXPECT_EQ(out.status(), grpc::health::v1::HealthCheckResponse::SERVING) << name;
+    }
+  }
+}
+
 TEST_F(ServiceTest, WatchPushesNewConnectionAndUpdates) {
   const Prefix p = prefix_of(v4("198.51.100.1"), opts.prefix);
   store.set(p, wc_window(3, 10));
@@ -195,9 +269,12 @@ TEST_F(ServiceTest, ReportStream) {
   EXPECT_EQ(sink.samples[0].origin, SampleOrigin::kAgent);
 }
 
-// The reactors finished from another thread (the store's reader), many calls at once: every
-// reply arrives, in order for BatchGet, and a failed read is UNAVAILABLE on the wire.
-TEST(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
+// Calls finished from another thread (the store's reader) and handed back to the polling
+// thread(s), many calls at once: every reply arrives, in order for BatchGet, and a failed read
+// is UNAVAILABLE on the wire. With one and with two polling threads (completion queues).
+struct ServiceAsyncTest : ::testing::TestWithParam<size_t> {};
+
+TEST_P(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
   FakeStore store;
   FakeClock clock{1'000'000'000};
   CoreOptions opts;
@@ -206,7 +283,7 @@ TEST(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
   EstimatesCore core(store, clock, opts, nullptr, nullptr, &reader);
   WatchHub hub(core, 50);
   Metrics metrics;
-  EstimatesService service(core, hub, &metrics);
+  EstimatesService service(core, hub, &metrics, GetParam());
   int port = 0;
   std::string error;
   auto server = start_grpc_server("127.0.0.1:0", service, port, error);
@@ -270,6 +347,8 @@ TEST(ServiceAsyncTest, RepliesCompletedByTheReaderThread) {
   hub.stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
 }
+
+INSTANTIATE_TEST_SUITE_P(PollingThreads, ServiceAsyncTest, ::testing::Values(1, 2));
 
 }  // namespace
 }  // namespace spand
