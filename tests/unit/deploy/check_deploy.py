@@ -1,0 +1,70 @@
+"""The deployment files against the code: every metric a Grafana panel queries is one the
+gateway, the estimate service or the agent exports (a renamed metric would leave a panel empty
+without any error), every panel uses the dashboard's data source variable, no two panels
+overlap, and every job in the Prometheus configuration scrapes the port its component listens
+on by default. Usage: check_deploy.py SOURCE_ROOT"""
+import glob
+import json
+import os
+import re
+import sys
+
+root = sys.argv[1]
+errors = []
+
+# Metric names as the code registers them: prometheus-cpp's .Name("...") and the service's own
+# collectables, which write their family names as string literals too.
+exported = set()
+for path in glob.glob(os.path.join(root, "gateway", "**", "*.cpp"), recursive=True) + \
+        glob.glob(os.path.join(root, "agents", "**", "*.cpp"), recursive=True):
+    with open(path) as f:
+        exported.update(re.findall(r'"(spand_[a-z0-9_]+)"', f.read()))
+
+with open(os.path.join(root, "deploy", "grafana", "spand.json")) as f:
+    dash = json.load(f)
+boxes = []
+queried = 0
+for p in dash["panels"]:
+    g = p["gridPos"]
+    boxes.append((p["title"], g["x"], g["y"], g["w"], g["h"]))
+    if p["type"] == "row":
+        continue
+    if p["datasource"].get("uid") != "${datasource}":
+        errors.append("panel %r does not use ${datasource}" % p["title"])
+    for t in p["targets"]:
+        for name in re.findall(r"\b(spand_[a-z0-9_]+)", t["expr"]):
+            queried += 1
+            base = re.sub(r"_(bucket|count|sum)$", "", name)
+            if name not in exported and base not in exported:
+                errors.append("panel %r queries %s, which nothing exports" % (p["title"], name))
+for i, (ta, xa, ya, wa, ha) in enumerate(boxes):
+    for tb, xb, yb, wb, hb in boxes[i + 1:]:
+        if xa < xb + wb and xb < xa + wa and ya < yb + hb and yb < ya + ha:
+            errors.append("panels %r and %r overlap" % (ta, tb))
+
+# Default listen ports, read from the code that sets them.
+def default_port(path, pattern):
+    with open(os.path.join(root, path)) as f:
+        m = re.search(pattern, f.read())
+    return m.group(1) if m else None
+
+defaults = {
+    "spand-agent": default_port("agents/spand-agent/src/config.hpp",
+                                r'metrics_listen = "[0-9.]+:(\d+)"'),
+}
+with open(os.path.join(root, "deploy", "prometheus", "prometheus.yml")) as f:
+    prom = f.read()
+jobs = dict(re.findall(r"job_name: (\S+)\s+static_configs:\s+- targets: \['[^:]+:(\d+)'\]", prom))
+for job, port in defaults.items():
+    if jobs.get(job) != port:
+        errors.append("prometheus.yml: job %s scrapes port %s, the default is %s"
+                      % (job, jobs.get(job), port))
+if not {"spand-gateway", "spand-estimates", "spand-agent"} <= set(jobs):
+    errors.append("prometheus.yml: jobs %s, expected spand-gateway, spand-estimates, spand-agent"
+                  % sorted(jobs))
+
+print("%d panels, %d metric references, %d metric names exported, jobs %s"
+      % (len(dash["panels"]), queried, len(exported), sorted(jobs)))
+for e in errors:
+    print("FAIL:", e)
+sys.exit(1 if errors else 0)
