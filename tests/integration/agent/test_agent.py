@@ -64,6 +64,19 @@ STAT_PACING_LIFTED, STAT_CLAMP_RAISED, STAT_STATE_FULL = 6, 7, 9
 STAT_PACE_CLASSED, STAT_PACE_UNCLASSED, STAT_PACE_SKIPPED = 11, 12, 13
 
 
+def check_ca_emulation(ssthresh, retrans):
+    """After the first window, congestion avoidance under the clamp: +1 segment per round trip
+    (139 segments take about 4 round trips; slow start would have reached 2 x 34 after one).
+    A loss on the veth (seen only with both cores saturated by other work: the client's softirq
+    backlog overflows) halves the window instead, and then this reading does not apply."""
+    if retrans:
+        print("%d segments resent during the transfer: the window was cut by a loss, so the "
+              "emulated growth cannot be read from ssthresh (%d)" % (retrans, ssthresh))
+        assert ssthresh <= EXPECTED + 5
+        return
+    assert EXPECTED + 1 <= ssthresh <= EXPECTED + 5
+
+
 def capture_gaps(lab, n_segments, run):
     """Runs `run()` under tcpdump in the client namespace; returns the capture times (s) of the
     first n_segments distinct data segments from the server."""
@@ -116,10 +129,11 @@ def test_bpf_estimate_sets_window_ssthresh_and_pacing():
         # Once the first window is acked: pacing lifted, then congestion avoidance under the
         # clamp, +1 segment per round trip (the program keeps no per-socket state in the
         # first window for this default policy; it reads the window back from the clamp).
-        m = srv.wait_line(r"done port=%d cwnd=(\d+) ssthresh=(\d+) max_pacing=(\d+)" % holder["port"])
-        print("bpf: end of transfer: cwnd=%s ssthresh=%s max_pacing=%s" % m.groups())
+        m = srv.wait_line(r"done port=%d cwnd=(\d+) ssthresh=(\d+) max_pacing=(\d+) retrans=(\d+)"
+                          % holder["port"])
+        print("bpf: end of transfer: cwnd=%s ssthresh=%s max_pacing=%s retrans=%s" % m.groups())
         assert int(m.group(3)) == 2**64 - 1
-        assert EXPECTED + 1 <= int(m.group(2)) <= EXPECTED + 5
+        check_ca_emulation(int(m.group(2)), int(m.group(4)))
         stats = program_stats()
         assert stats[STAT_PACING_LIFTED] >= 1 and stats[STAT_CLAMP_RAISED] >= 1
         assert stats[STAT_STATE_FULL] == 0
@@ -244,9 +258,10 @@ def test_bpf_unpaced_whole_first_flight_and_no_estimate_default():
         # Congestion avoidance under the clamp: +1 segment per round trip after the first
         # window, never a slow-start jump (139 segments take about 4 round trips; slow start
         # would have reached 2 x 34 after one).
-        m = srv.wait_line(r"done port=%d cwnd=(\d+) ssthresh=(\d+)" % port)
-        print("end of transfer: cwnd=%s ssthresh=%s" % (m.group(1), m.group(2)))
-        assert EXPECTED + 1 <= int(m.group(2)) <= EXPECTED + 5
+        m = srv.wait_line(r"done port=%d cwnd=(\d+) ssthresh=(\d+) max_pacing=\d+ retrans=(\d+)"
+                          % port)
+        print("end of transfer: cwnd=%s ssthresh=%s retrans=%s" % m.groups())
+        check_ca_emulation(int(m.group(2)), int(m.group(3)))
         assert int(m.group(1)) <= int(m.group(2))
         port = lab.fetch("10.77.0.1", PORT, SIZE, source_ip="10.77.2.2")
         cwnd, ssthresh, flight = first_flight(lab.probe_events(), port)

@@ -2,7 +2,8 @@
 // size as decimal text and a newline; the server calls spand_tune(fd, size) before its first
 // byte, prints "tune port=<client port> rc=<rc> cwnd=<window>" and sends that many bytes;
 // once the client closed (all data acknowledged) it prints the kernel's final
-// "done port=<client port> cwnd=<snd_cwnd> ssthresh=<snd_ssthresh> max_pacing=<rate>" from
+// "done port=<client port> cwnd=<snd_cwnd> ssthresh=<snd_ssthresh> max_pacing=<rate>
+// retrans=<segments resent>" from
 // TCP_INFO (max_pacing in bytes/s, 18446744073709551615 when unlimited).
 // With "notune" as second argument it only sends (a plain server for the non-tune tests).
 // Usage: tune_server PORT [notune]
@@ -61,9 +62,9 @@ int main(int argc, char** argv) {
     tcp_info ti{};
     socklen_t tlen = sizeof(ti);
     getsockopt(c, IPPROTO_TCP, TCP_INFO, &ti, &tlen);
-    std::printf("done port=%u cwnd=%u ssthresh=%u max_pacing=%llu\n", ntohs(peer.sin_port),
-                ti.tcpi_snd_cwnd, ti.tcpi_snd_ssthresh,
-                static_cast<unsigned long long>(ti.tcpi_max_pacing_rate));
+    std::printf("done port=%u cwnd=%u ssthresh=%u max_pacing=%llu retrans=%u\n",
+                ntohs(peer.sin_port), ti.tcpi_snd_cwnd, ti.tcpi_snd_ssthresh,
+                static_cast<unsigned long long>(ti.tcpi_max_pacing_rate), ti.tcpi_total_retrans);
     std::fflush(stdout);
     close(c);
   }
