@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what spand needs, builds it (warnings as errors), and runs every test suite; then
-# builds the core again with AddressSanitizer + UBSan and runs the unit and pcap suites under it.
+# builds everything again with AddressSanitizer + UBSan (leak checks on) and runs the unit and pcap
+# suites under it: the gateway core, the estimate service and Redis code, the agent's core.
 # Usage (as root): bash deploy/test-all.sh        (from anywhere; builds in ./build-test and ./build-asan)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,7 +22,7 @@ meson test -C build-test --print-errorlogs --num-processes 1 --suite unit --suit
 
 echo "== AddressSanitizer + UBSan: unit and pcap suites"
 [ -d build-asan ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false \
-  -Dtests=true -Destimates=disabled -Dagent=disabled
+  -Dtests=true
 ninja -C build-asan -j "$jobs"
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
   meson test -C build-asan --print-errorlogs --num-processes 1 --suite unit --suite pcap
