@@ -35,19 +35,36 @@ StorePool::StorePool(const RedisStoreOptions& opts, size_t connections, size_t m
 }
 
 StorePool::~StorePool() {
+  stop();
+}
+
+void StorePool::stop() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
   for (std::thread& t : threads_) t.join();
+  threads_.clear();
 }
 
 void StorePool::read_async(WindowReadOp* const* ops, size_t n) {
   if (n == 0) return;
+  bool queued = false;
   {
     std::lock_guard lock(mu_);
-    queue_.insert(queue_.end(), ops, ops + n);
+    if (!stopping_) {
+      queue_.insert(queue_.end(), ops, ops + n);
+      queued = true;
+    }
+  }
+  if (!queued) {  // stopped: no reader would take them
+    for (size_t i = 0; i < n; ++i) {
+      ops[i]->ok = false;
+      ops[i]->error = "shutting down";
+      ops[i]->complete();  // may free the op
+    }
+    return;
   }
   if (n == 1) {
     cv_.notify_one();
@@ -195,6 +212,10 @@ void ServiceStack::shutdown() {
   if (service_) service_->stop_health_watches();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // Calls still waiting for Redis when the deadline passed (a stalled Redis) are answered
+    // now, while the service's completion queues still run: after the service is gone a
+    // reader completing one would touch freed memory.
+    if (read_pool_) read_pool_->stop();
     server_.reset();
   }
 }

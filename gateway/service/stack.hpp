@@ -39,6 +39,9 @@ class StorePool final : public EstimateStore, public AsyncWindowReader {
   StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch = 256);
   // Stops the reader threads after they have answered every queued read.
   ~StorePool() override;
+  // The same, before destruction (idempotent): a read queued afterwards is answered at once,
+  // on the caller's thread, with ok = false and error "shutting down".
+  void stop();
   StorePool(const StorePool&) = delete;
   StorePool& operator=(const StorePool&) = delete;
 

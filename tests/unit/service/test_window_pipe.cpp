@@ -364,5 +364,33 @@ TEST(StorePoolTest, CompletesEveryQueuedReadAndCoalesces) {
   EXPECT_EQ(acc.wc_count, 6u);
 }
 
+// After stop() (the service shutting down) no reader is left: a read is answered at once, on the
+// caller's thread, with an error, rather than left in a queue nobody serves.
+TEST(StorePoolTest, ReadAfterStopIsAnsweredAtOnce) {
+  FakeRedis redis;
+  RedisStoreOptions opts;
+  opts.endpoint = RedisEndpoint{"127.0.0.1", redis.port};
+  StorePool pool(opts, 2);
+  pool.stop();
+  pool.stop();  // idempotent, and the destructor stops again
+  struct ThreadOp final : WindowReadOp {
+    std::thread::id completed_on;
+    int completions = 0;
+    void complete() override {
+      completed_on = std::this_thread::get_id();
+      ++completions;
+    }
+  };
+  ThreadOp op;
+  op.prefix = v4_prefix("198.51.100.0");
+  op.now_ns = kNowNs;
+  WindowReadOp* p = &op;
+  pool.read_async(&p, 1);
+  EXPECT_EQ(op.completions, 1);
+  EXPECT_EQ(op.completed_on, std::this_thread::get_id());
+  EXPECT_FALSE(op.ok);
+  EXPECT_EQ(op.error, "shutting down");
+}
+
 }  // namespace
 }  // namespace spand
