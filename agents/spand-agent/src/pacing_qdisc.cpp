@@ -39,15 +39,8 @@ tcmsg* put_tcmsg(nlmsghdr* nlh, int ifindex, uint32_t handle, uint32_t parent) {
   return tcm;
 }
 
-struct DumpCtx {
-  int ifindex;
-  bool found = false;
-  uint32_t handle = 0;
-  std::string kind;
-};
-
 int collect_root(const nlmsghdr* nlh, void* data) {
-  auto* ctx = static_cast<DumpCtx*>(data);
+  auto* ctx = static_cast<PacingQdiscs::RootQdisc*>(data);
   auto* tcm = static_cast<const tcmsg*>(mnl_nlmsg_get_payload(nlh));
   if (tcm->tcm_ifindex != ctx->ifindex || tcm->tcm_parent != TC_H_ROOT) return MNL_CB_OK;
   ctx->found = true;
@@ -80,53 +73,17 @@ uint32_t PacingQdiscs::classes_per_device() {
   return SPAND_PACE_BINS * SPAND_PACE_COPIES;
 }
 
-bool PacingQdiscs::request(void* buf, std::string& error) {
-  auto* nlh = static_cast<nlmsghdr*>(buf);
-  nlh->nlmsg_flags |= NLM_F_ACK;
-  nlh->nlmsg_seq = seq_++;
-  if (mnl_socket_sendto(nl_, nlh, nlh->nlmsg_len) < 0) {
-    error = std::string("rtnetlink send: ") + std::strerror(errno);
-    return false;
-  }
-  char rbuf[MNL_SOCKET_BUFFER_SIZE];
-  ssize_t n = mnl_socket_recvfrom(nl_, rbuf, sizeof(rbuf));
-  if (n < 0 ||
-      mnl_cb_run(rbuf, n, nlh->nlmsg_seq, mnl_socket_get_portid(nl_), nullptr, nullptr) < 0) {
-    error = std::strerror(errno);
-    return false;
-  }
-  return true;
-}
-
 bool PacingQdiscs::root_qdisc(int ifindex, RootQdisc& out, std::string& error) {
   char buf[MNL_SOCKET_BUFFER_SIZE];
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
   nlh->nlmsg_type = RTM_GETQDISC;
   nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  nlh->nlmsg_seq = seq_++;
   put_tcmsg(nlh, 0, 0, 0);
-  if (mnl_socket_sendto(nl_, nlh, nlh->nlmsg_len) < 0) {
-    error = std::string("qdisc dump: ") + std::strerror(errno);
+  out = RootQdisc{ifindex};
+  if (!rtnl_.query(nlh, collect_root, &out, error)) {
+    error = "qdisc dump: " + error;
     return false;
   }
-  DumpCtx ctx{ifindex};
-  const unsigned seq = nlh->nlmsg_seq;
-  for (;;) {
-    ssize_t n = mnl_socket_recvfrom(nl_, buf, sizeof(buf));
-    if (n <= 0) {
-      error = std::string("qdisc dump: ") + std::strerror(errno);
-      return false;
-    }
-    int r = mnl_cb_run(buf, n, seq, mnl_socket_get_portid(nl_), collect_root, &ctx);
-    if (r < 0) {
-      error = std::string("qdisc dump: ") + std::strerror(errno);
-      return false;
-    }
-    if (r == MNL_CB_STOP) break;
-  }
-  out.found = ctx.found;
-  out.handle = ctx.handle;
-  out.kind = ctx.kind;
   return true;
 }
 
@@ -136,7 +93,7 @@ bool PacingQdiscs::remove_root(int ifindex, std::string& error) {
   nlh->nlmsg_type = RTM_DELQDISC;
   nlh->nlmsg_flags = NLM_F_REQUEST;
   put_tcmsg(nlh, ifindex, kHandle, TC_H_ROOT);
-  return request(nlh, error);
+  return rtnl_.request(nlh, error);
 }
 
 bool PacingQdiscs::install(const std::string& dev, std::string& error) {
@@ -177,7 +134,7 @@ bool PacingQdiscs::install(const std::string& dev, std::string& error) {
   glob.defcls = 0;  // no default class: unclassified packets take the direct queue
   mnl_attr_put(nlh, TCA_HTB_INIT, sizeof(glob), &glob);
   mnl_attr_nest_end(nlh, opts);
-  if (!request(nlh, error)) {
+  if (!rtnl_.request(nlh, error)) {
     error = "pacing device " + dev + ": adding the htb qdisc: " + error;
     return false;
   }
@@ -203,7 +160,7 @@ bool PacingQdiscs::install(const std::string& dev, std::string& error) {
       opts = mnl_attr_nest_start(nlh, TCA_OPTIONS);
       mnl_attr_put(nlh, TCA_HTB_PARMS, sizeof(opt), &opt);
       mnl_attr_nest_end(nlh, opts);
-      if (!request(nlh, error)) {
+      if (!rtnl_.request(nlh, error)) {
         error = "pacing device " + dev + ": adding class " + std::to_string(bin) + "/" +
                 std::to_string(copy) + ": " + error;
         return false;
@@ -214,13 +171,7 @@ bool PacingQdiscs::install(const std::string& dev, std::string& error) {
 }
 
 bool PacingQdiscs::start(std::string& error) {
-  nl_ = mnl_socket_open(NETLINK_ROUTE);
-  if (!nl_ || mnl_socket_bind(nl_, 0, MNL_SOCKET_AUTOPID) < 0) {
-    error = std::string("rtnetlink socket: ") + std::strerror(errno);
-    if (nl_) mnl_socket_close(nl_);
-    nl_ = nullptr;
-    return false;
-  }
+  if (!rtnl_.open(error)) return false;
   for (const std::string& dev : devices_) {
     if (!install(dev, error)) {
       stop();
@@ -231,14 +182,13 @@ bool PacingQdiscs::start(std::string& error) {
 }
 
 void PacingQdiscs::stop() {
-  if (!nl_) return;
+  if (!rtnl_.is_open()) return;
   for (int ifindex : installed_) {
     std::string err;
     remove_root(ifindex, err);  // a device that went away took its qdisc with it
   }
   installed_.clear();
-  mnl_socket_close(nl_);
-  nl_ = nullptr;
+  rtnl_.close();
 }
 
 }  // namespace spand::agent

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-struct mnl_socket;
+#include "rtnl.hpp"
 
 namespace spand::agent {
 
@@ -33,21 +33,22 @@ class PacingQdiscs {
   size_t installed() const { return installed_.size(); }
   static uint32_t classes_per_device();
 
- private:
+  // A device's root qdisc, as the qdisc dump shows it.
   struct RootQdisc {
+    int ifindex = 0;  // the device asked about
     bool found = false;
     uint32_t handle = 0;
     std::string kind;
   };
+
+ private:
   bool install(const std::string& dev, std::string& error);
   bool root_qdisc(int ifindex, RootQdisc& out, std::string& error);
   bool remove_root(int ifindex, std::string& error);
-  bool request(void* buf, std::string& error);
 
   std::vector<std::string> devices_;
   std::vector<int> installed_;  // ifindexes with our root qdisc
-  mnl_socket* nl_ = nullptr;
-  unsigned seq_ = 1;
+  Rtnl rtnl_;
 };
 
 }  // namespace spand::agent

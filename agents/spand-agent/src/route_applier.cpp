@@ -93,33 +93,8 @@ RouteApplier::~RouteApplier() {
   stop();
 }
 
-bool RouteApplier::request(void* buf, std::string& error) {
-  auto* nlh = static_cast<nlmsghdr*>(buf);
-  nlh->nlmsg_flags |= NLM_F_ACK;
-  nlh->nlmsg_seq = seq_++;
-  if (mnl_socket_sendto(nl_, nlh, nlh->nlmsg_len) < 0) {
-    error = std::string("rtnetlink send: ") + std::strerror(errno);
-    return false;
-  }
-  char rbuf[MNL_SOCKET_BUFFER_SIZE];
-  ssize_t n = mnl_socket_recvfrom(nl_, rbuf, sizeof(rbuf));
-  if (n < 0 ||
-      mnl_cb_run(rbuf, n, nlh->nlmsg_seq, mnl_socket_get_portid(nl_), nullptr, nullptr) < 0) {
-    error = std::string("rtnetlink: ") + std::strerror(errno);
-    return false;
-  }
-  return true;
-}
-
 bool RouteApplier::start(std::string& error) {
-  nl_ = mnl_socket_open(NETLINK_ROUTE);
-  if (!nl_ || mnl_socket_bind(nl_, 0, MNL_SOCKET_AUTOPID) < 0) {
-    error = std::string("rtnetlink socket: ") + std::strerror(errno);
-    if (nl_) mnl_socket_close(nl_);
-    nl_ = nullptr;
-    return false;
-  }
-  return remove_all_ours(error) >= 0;
+  return rtnl_.open(error) && remove_all_ours(error) >= 0;
 }
 
 int RouteApplier::remove_all_ours(std::string& error) {
@@ -129,27 +104,20 @@ int RouteApplier::remove_all_ours(std::string& error) {
     nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
     nlh->nlmsg_type = RTM_GETROUTE;
     nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-    nlh->nlmsg_seq = seq_++;
     auto* rtm = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(rtmsg)));
     rtm->rtm_family = static_cast<unsigned char>(family);
-    if (mnl_socket_sendto(nl_, nlh, nlh->nlmsg_len) < 0) {
-      error = std::string("route dump: ") + std::strerror(errno);
-      return -1;
-    }
     DumpCtx ctx;
-    unsigned seq = nlh->nlmsg_seq;
-    for (;;) {
-      ssize_t n = mnl_socket_recvfrom(nl_, buf, sizeof(buf));
-      if (n <= 0) break;
-      int r = mnl_cb_run(buf, n, seq, mnl_socket_get_portid(nl_), collect_ours, &ctx);
-      if (r <= MNL_CB_STOP) break;
-    }
+    const bool listed = rtnl_.query(nlh, collect_ours, &ctx, error);
     for (auto& msg : ctx.ours) {
       auto* del = reinterpret_cast<nlmsghdr*>(msg.data());
       del->nlmsg_type = RTM_DELROUTE;
       del->nlmsg_flags = NLM_F_REQUEST;
       std::string err;
-      if (request(del, err)) ++removed;
+      if (rtnl_.request(del, err)) ++removed;
+    }
+    if (!listed) {
+      error = "route dump: " + error;
+      return -1;
     }
   }
   return removed;
@@ -164,24 +132,16 @@ bool RouteApplier::upsert(const KernelPolicy& p, std::string& error) {
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf);
   nlh->nlmsg_type = RTM_GETROUTE;
   nlh->nlmsg_flags = NLM_F_REQUEST;
-  nlh->nlmsg_seq = seq_++;
   auto* rtm = static_cast<rtmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(rtmsg)));
   rtm->rtm_family = static_cast<unsigned char>(family);
   rtm->rtm_dst_len = pre.v4 ? 32 : 128;
   // The FIB entry that matched (its own prefix length), not a host route built for the reply.
   rtm->rtm_flags = RTM_F_FIB_MATCH;
   mnl_attr_put(nlh, RTA_DST, family_len(pre), family_addr(pre));
-  if (mnl_socket_sendto(nl_, nlh, nlh->nlmsg_len) < 0) {
-    error = std::string("RTM_GETROUTE: ") + std::strerror(errno);
-    return false;
-  }
   ServingRoute serving;
-  ssize_t n = mnl_socket_recvfrom(nl_, buf, sizeof(buf));
-  if (n < 0 ||
-      mnl_cb_run(buf, n, nlh->nlmsg_seq, mnl_socket_get_portid(nl_), parse_getroute, &serving) <
-          0 ||
-      !serving.found) {
-    error = "no route serves " + pre.str() + ": " + std::strerror(errno);
+  std::string err;
+  if (!rtnl_.query(nlh, parse_getroute, &serving, err) || !serving.found) {
+    error = "no route serves " + pre.str() + ": " + (err.empty() ? "no answer" : err);
     return false;
   }
   bool ours = tables_.count(pre) > 0;
@@ -222,7 +182,7 @@ bool RouteApplier::upsert(const KernelPolicy& p, std::string& error) {
     mnl_attr_put_u32(nlh, RTAX_RTTVAR, std::max<uint32_t>(1, p.rttvar_us * 4 / 1000));
   }
   mnl_attr_nest_end(nlh, metrics);
-  if (!request(nlh, error)) {
+  if (!rtnl_.request(nlh, error)) {
     error = "RTM_NEWROUTE " + pre.str() + ": " + error;
     return false;
   }
@@ -247,13 +207,13 @@ bool RouteApplier::remove(const PolicyKey& key, std::string& error) {
   rtm->rtm_scope = RT_SCOPE_NOWHERE;
   mnl_attr_put(nlh, RTA_DST, family_len(pre), family_addr(pre));
   mnl_attr_put_u32(nlh, RTA_TABLE, it->second);
-  bool ok = request(nlh, error);
+  bool ok = rtnl_.request(nlh, error);
   if (ok || errno == ESRCH) tables_.erase(it);
   return ok;
 }
 
 void RouteApplier::stop() {
-  if (!nl_) return;
+  if (!rtnl_.is_open()) return;
   std::string err;
   for (auto it = tables_.begin(); it != tables_.end();) {
     PolicyKey k{0, it->first};
@@ -261,8 +221,7 @@ void RouteApplier::stop() {
     remove(k, err);
   }
   remove_all_ours(err);
-  mnl_socket_close(nl_);
-  nl_ = nullptr;
+  rtnl_.close();
 }
 
 }  // namespace spand::agent

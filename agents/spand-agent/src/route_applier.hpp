@@ -9,8 +9,7 @@
 #include <string>
 
 #include "applier.hpp"
-
-struct mnl_socket;
+#include "rtnl.hpp"
 
 namespace spand::agent {
 
@@ -28,16 +27,14 @@ class RouteApplier : public KernelApplier {
   bool upsert(const KernelPolicy& policy, std::string& error) override;
   bool remove(const PolicyKey& key, std::string& error) override;
   void stop() override;
-  bool active() const override { return nl_ != nullptr; }
+  bool active() const override { return rtnl_.is_open(); }
   size_t routes() const { return tables_.size(); }
 
   // Deletes every route with protocol kRouteProtocol (IPv4 and IPv6). Returns how many.
   int remove_all_ours(std::string& error);
 
  private:
-  bool request(void* buf, std::string& error);
-  mnl_socket* nl_ = nullptr;
-  unsigned seq_ = 1;
+  Rtnl rtnl_;
   std::map<Prefix, uint32_t> tables_;  // installed routes and their table
 };
 

@@ -208,3 +208,39 @@ def cwnd_opt(wc, transfer_segments, b):
         m = min(m, wc)
     delta = (s(m) - r) // (b * (wc - m + 1))
     return m - delta
+
+
+FRAME = MSS + 66  # bytes on the wire per full segment: Ethernet 14, IPv4 20, TCP 20 + 12 (timestamps)
+
+
+def htb_class_rate(rate):
+    """The pacing class rate the agent's HTB gives a socket paced at `rate` bytes/s, from the
+    rule documented in spand_maps.h: 8 bins per octave from 8 KiB/s, each bin at its lower
+    edge (8 + m) * 2^(e - 3), the highest edge not above the rate."""
+    edges = [(8 + m) << (e - 3) for e in range(13, 32) for m in range(8)]
+    return max([edges[0]] + [x for x in edges if x <= rate])
+
+
+def segment_times(pcap, n_segments):
+    """Capture times (s) of the first n_segments distinct data segments in `pcap`."""
+    out = sh("tshark -r %s -Y 'tcp.len>0' -T fields -e frame.time_epoch -e tcp.seq" % pcap).stdout
+    seen, times = set(), []
+    for line in out.splitlines():
+        t, seq = line.split()
+        if seq not in seen:
+            seen.add(seq)
+            times.append(float(t))
+    return times[:n_segments]
+
+
+def window_timing(times, class_rate):
+    """(span_s, ideal_s, gaps, longest_burst) of a first window sent through an HTB class of
+    `class_rate`: a full bucket (4 frames) leaves at once and every further frame waits for its
+    tokens; a burst is a run of segments less than a quarter frame time apart."""
+    frame_s = FRAME / class_rate
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    burst = run = 1
+    for g in gaps:
+        run = run + 1 if g < 0.25 * frame_s else 1
+        burst = max(burst, run)
+    return times[-1] - times[0], (len(times) - 4) * frame_s, gaps, burst

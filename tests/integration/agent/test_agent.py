@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from lab import Lab, MSS, WAIT_S, cwnd_opt, first_flight, sh
+from lab import (Lab, MSS, WAIT_S, cwnd_opt, first_flight, htb_class_rate, segment_times, sh,
+                 window_timing)
 
 AGENT = os.environ.get("SPAND_AGENT", "spand-agent")
 TUNE_SERVER = os.environ.get("TUNE_SERVER", "agent_tune_server")
@@ -86,15 +87,9 @@ def capture_gaps(lab, n_segments, run):
     td.wait_line(r"listening on")
     run()
     td.stop(signal.SIGINT)
-    out = sh("tshark -r %s -Y 'tcp.len>0' -T fields -e frame.time_epoch -e tcp.seq" % pcap).stdout
+    times = segment_times(pcap, n_segments)
     os.unlink(pcap)
-    seen, times = set(), []
-    for line in out.splitlines():
-        t, seq = line.split()
-        if seq not in seen:
-            seen.add(seq)
-            times.append(float(t))
-    return times[:n_segments]
+    return times
 
 
 def test_bpf_estimate_sets_window_ssthresh_and_pacing():
@@ -142,22 +137,6 @@ def test_bpf_estimate_sets_window_ssthresh_and_pacing():
         assert not os.path.exists("/sys/fs/bpf/spand")
 
 
-FRAME = MSS + 66  # bytes on the wire per full segment: Ethernet 14, IPv4 20, TCP 20 + 12 (timestamps)
-
-
-def htb_bin_rate(rate):
-    """The pacing class rate the agent's HTB gives a socket paced at `rate` bytes/s, from the
-    rule documented in spand_maps.h: 8 bins per octave from 8 KiB/s, each bin at its lower
-    edge (8 + m) * 2^(e - 3), the highest edge not above the rate."""
-    best = 1 << 13
-    for e in range(13, 32):
-        for m in range(8):
-            edge = (8 + m) << (e - 3)
-            if edge <= rate:
-                best = edge
-    return best
-
-
 def htb_classes(lab, dev):
     out = sh("ip netns exec %s tc class show dev %s" % (lab.srv, dev)).stdout
     return [l for l in out.splitlines() if l.startswith("class htb 5350:")]
@@ -193,17 +172,9 @@ def test_bpf_htb_paces_the_whole_first_window():
         cwnd, ssthresh, flight = first_flight(lab.probe_events(), holder["port"])
         assert cwnd == EXPECTED and ssthresh <= cwnd
         assert flight <= EXPECTED * MSS
-        class_rate = htb_bin_rate(rate_bps)
+        class_rate = htb_class_rate(rate_bps)
         assert 0.875 * rate_bps < class_rate <= rate_bps
-        frame_s = FRAME / class_rate
-        span_s = times[-1] - times[0]
-        # A full bucket (4 frames) leaves at once; every further frame waits for its tokens.
-        ideal_s = (EXPECTED - 4) * frame_s
-        gaps = [b - a for a, b in zip(times, times[1:])]
-        burst = run = 1
-        for g in gaps:
-            run = run + 1 if g < 0.25 * frame_s else 1
-            burst = max(burst, run)
+        span_s, ideal_s, gaps, burst = window_timing(times, class_rate)
         print("htb: rate %d B/s, class %d B/s; first window of %d: span %.2f ms, ideal %.2f ms, "
               "longest burst %d segments" % (rate_bps, class_rate, EXPECTED, span_s * 1e3,
                                               ideal_s * 1e3, burst))

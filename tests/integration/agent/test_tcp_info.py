@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lab import Lab, MSS, WAIT_S, sh
+from lab import Lab, MSS, WAIT_S, htb_class_rate, segment_times, sh, window_timing
 
 AGENT = os.environ.get("SPAND_AGENT", "spand-agent")
 TUNE_SERVER = os.environ.get("TUNE_SERVER", "agent_tune_server")
@@ -235,27 +235,11 @@ def test_pacing_of_the_first_window_on_a_20ms_path(htb):
         td.wait_line(r"listening on")
         fetch(lab, size)
         td.stop()
-        out = sh("tshark -r %s -Y 'tcp.len>0' -T fields -e frame.time_epoch -e tcp.seq" % pcap)
+        times = segment_times(pcap, iw)
         os.unlink(pcap)
-        seen, times = set(), []
-        for line in out.stdout.splitlines():
-            t, seq = line.split()
-            if seq not in seen:
-                seen.add(seq)
-                times.append(float(t))
-        times = times[:iw]
         assert agent.stop() == 0
-        # The class rate: the highest bin edge (8 + m) * 2^(e - 3) B/s not above the rate.
-        class_rate = max((8 + m_) << (e - 3) for e in range(13, 32) for m_ in range(8)
-                         if (8 + m_) << (e - 3) <= rate)
-        frame_s = (MSS + 66) / class_rate
-        gaps = [b - a for a, b in zip(times, times[1:])]
-        span_s = times[-1] - times[0]
-        ideal_s = (iw - 4) * frame_s
-        burst = run = 1
-        for g in gaps:
-            run = run + 1 if g < 0.25 * frame_s else 1
-            burst = max(burst, run)
+        class_rate = htb_class_rate(rate)
+        span_s, ideal_s, gaps, burst = window_timing(times, class_rate)
         print("htb=%s, 20 ms path: window %d at %d B/s (class %d): span %.2f ms, ideal %.2f ms, "
               "srtt %.1f ms; longest burst %d" % (htb, iw, rate, class_rate, span_s * 1e3,
                                                   ideal_s * 1e3, RTT_MS, burst))
