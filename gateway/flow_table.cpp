@@ -2,41 +2,51 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
 namespace spand {
-
-namespace {
 
 // Zero pages on demand (not new[]: memory is committed only as it is used), in transparent huge
 // pages where the kernel allows: a lookup lands on a random slot, which with 4 KiB pages means a
 // page walk as well (huge pages made the packet loop about 1.6x faster). Hashing spreads even a
 // few thousand flows over every 2 MiB region, so a busy table commits all of its memory_bytes()
 // early: the price of the speed (README, "Roles, keys and tables").
-void* map_zeroed(size_t bytes, bool prefault) {
+void* map_zeroed(size_t bytes, size_t prefault_bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
-  madvise(p, bytes, MADV_HUGEPAGE);                      // advice only: fine if THP is off
-  if (prefault) madvise(p, bytes, MADV_POPULATE_WRITE);  // best effort, as the advice above
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: fine if THP is off
+  if (prefault_bytes > 0) {          // best effort, as the advice above
+    madvise(p, std::min(bytes, prefault_bytes + 4095) & ~size_t(4095), MADV_POPULATE_WRITE);
+  }
   return p;
 }
 
-}  // namespace
+void Unmap::operator()(void* p) const {
+  if (p) munmap(p, bytes);
+}
 
 FlowTable::FlowTable(uint32_t capacity, bool prefault)
     : capacity_(capacity < 1 ? 1 : capacity),
       // Load factor at most 0.8 keeps linear-probe chains short.
       slots_(capacity_ + capacity_ / 4 + 2),
-      tags_(static_cast<uint32_t*>(map_zeroed(size_t(slots_) * sizeof(uint32_t), prefault)),
+      tags_(static_cast<uint32_t*>(map_zeroed(size_t(slots_) * sizeof(uint32_t),
+                                              prefault ? size_t(slots_) * sizeof(uint32_t) : 0)),
             Unmap{size_t(slots_) * sizeof(uint32_t)}),
-      flows_(static_cast<Flow*>(map_zeroed(size_t(slots_) * sizeof(Flow), prefault)),
+      flows_(static_cast<Flow*>(map_zeroed(size_t(slots_) * sizeof(Flow),
+                                           prefault ? size_t(slots_) * sizeof(Flow) : 0)),
              Unmap{size_t(slots_) * sizeof(Flow)}) {}
 
-void FlowTable::Unmap::operator()(void* p) const {
-  if (p) munmap(p, bytes);
-}
+LossPool::LossPool(uint32_t capacity, uint32_t prefault_states)
+    : capacity_(capacity),
+      states_(static_cast<LossState*>(map_zeroed(size_t(capacity) * sizeof(LossState),
+                                                 size_t(prefault_states) * sizeof(LossState))),
+              Unmap{size_t(capacity) * sizeof(LossState)}),
+      free_(static_cast<uint32_t*>(map_zeroed(size_t(capacity) * sizeof(uint32_t),
+                                              size_t(prefault_states) * sizeof(uint32_t))),
+            Unmap{size_t(capacity) * sizeof(uint32_t)}) {}
 
 uint32_t FlowTable::pick_victim(uint32_t hash) const {
   uint32_t best = UINT32_MAX;

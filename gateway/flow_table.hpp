@@ -18,6 +18,14 @@
 
 namespace spand {
 
+// Anonymous zero pages, committed by the kernel as they are first used (see map_zeroed()).
+struct Unmap {
+  size_t bytes;
+  void operator()(void* p) const;
+};
+// `prefault_bytes` of it (from the start) are committed at once.
+void* map_zeroed(size_t bytes, size_t prefault_bytes);
+
 class FlowTable {
  public:
   static constexpr uint32_t kEvictWindow = 8;
@@ -124,13 +132,48 @@ class FlowTable {
   uint32_t slots_;
   uint32_t size_ = 0;
   uint32_t cursor_ = 0;
-  // Anonymous zero pages, committed by the kernel as slots are first used (see map_zeroed()).
-  struct Unmap {
-    size_t bytes;
-    void operator()(void* p) const;
-  };
   std::unique_ptr<uint32_t[], Unmap> tags_;
   std::unique_ptr<Flow[], Unmap> flows_;
+};
+
+// The side pool of LossState (flow.hpp) for one worker's table. Sized for both directions of
+// every table slot, so it cannot run out while the table holds the flows that use it (take()
+// still answers 0 if it ever does). States are handed out last-freed first and fresh ones from
+// the low end, so only the peak number in use is ever committed: memory follows the connections
+// that saw a gap or a loss, not the table's capacity.
+class LossPool {
+ public:
+  // `prefault_states`: how many to commit at start (a live port: no page fault on the packet
+  // path until more than these are in use at once).
+  LossPool(uint32_t capacity, uint32_t prefault_states = 0);
+
+  // A zeroed state's index (>= 1), or 0 when all are in use.
+  uint32_t take() {
+    uint32_t i;
+    if (free_count_ > 0) {
+      i = free_[--free_count_];
+    } else if (fresh_ < capacity_) {
+      i = ++fresh_;
+    } else {
+      return 0;
+    }
+    states_[i - 1] = LossState{};
+    return i;
+  }
+  void give_back(uint32_t index) { free_[free_count_++] = index; }
+  LossState& at(uint32_t index) { return states_[index - 1]; }
+  void prefetch(uint32_t index) const { __builtin_prefetch(&states_[index - 1]); }
+
+  uint32_t capacity() const { return capacity_; }
+  uint32_t in_use() const { return fresh_ - free_count_; }
+  uint32_t peak_in_use() const { return fresh_; }  // states ever committed
+
+ private:
+  uint32_t capacity_;
+  uint32_t fresh_ = 0;  // states handed out fresh so far: 1..fresh_ have been used
+  uint32_t free_count_ = 0;
+  std::unique_ptr<LossState[], Unmap> states_;
+  std::unique_ptr<uint32_t[], Unmap> free_;
 };
 
 }  // namespace spand

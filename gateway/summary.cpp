@@ -30,6 +30,15 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
                t.samples_wc, t.samples_rtt, t.ring_full_samples, t.ring_full_flows);
   std::fprintf(out, "outputs: %" PRIu64 " flow records, %" PRIu64 " sample records written\n",
                flows_written_, samples_written_);
+  std::fprintf(
+      out,
+      "state: %zu B per connection, %zu B more per direction with gaps or resends (%" PRIu64
+      " such directions at the peak)\n",
+      Worker::bytes_per_flow(), Worker::loss_state_bytes(), t.loss_states_peak);
+  if (t.loss_states_exhausted) {
+    std::fprintf(out, "anomaly %-17s %" PRIu64 "\n", "loss_states_refused",
+                 t.loss_states_exhausted);
+  }
   if (t.tcp_option_errors) {
     std::fprintf(out, "anomaly %-17s %" PRIu64 "\n", "tcp_option_errors", t.tcp_option_errors);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "flow_table.hpp"
 #include "worker.hpp"
 
 namespace spand {
@@ -49,17 +50,18 @@ inline uint32_t mss_cap(const HalfFlow& sender, const HalfFlow& receiver) {
 constexpr uint32_t kLossBetaPermille = 500;
 constexpr uint32_t kGrowthAlphaPermille = 500;
 
-int find_hole(const HalfFlow& h, uint32_t seq) {
-  for (int i = 0; i < HalfFlow::kHoles; ++i) {
-    if (seq_ge(seq, h.hole_lo[i]) && seq_lt(seq, h.hole_hi[i])) return i;
+int find_hole(const LossState* l, uint32_t seq) {
+  if (!l) return -1;
+  for (int i = 0; i < LossState::kHoles; ++i) {
+    if (seq_ge(seq, l->hole_lo[i]) && seq_lt(seq, l->hole_hi[i])) return i;
   }
   return -1;
 }
 
 // Remembers a gap; with no free slot the lowest (oldest) gap gives way.
-void add_hole(HalfFlow& h, uint32_t lo, uint32_t hi) {
+void add_hole(LossState& h, uint32_t lo, uint32_t hi) {
   int slot = 0;
-  for (int i = 0; i < HalfFlow::kHoles; ++i) {
+  for (int i = 0; i < LossState::kHoles; ++i) {
     if (h.hole_lo[i] == h.hole_hi[i]) {
       slot = i;
       break;
@@ -87,6 +89,21 @@ void Emitter::sample(const Sample& s) {
 
 void Emitter::record(const FlowRecord& r) {
   if (!flows->push(r)) ++counters->ring_full_flows;
+}
+
+LossState& Tracker::loss(HalfFlow& h) {
+  if (h.loss == 0) {
+    h.loss = pool_.take();
+    if (h.loss == 0) {
+      ++emit_.counters->loss_states_exhausted;
+      return spill_;
+    }
+  }
+  return pool_.at(h.loss);
+}
+
+LossState* Tracker::loss_if_any(HalfFlow& h) {
+  return h.loss ? &pool_.at(h.loss) : nullptr;
 }
 
 bool Tracker::is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_is_lo) {
@@ -137,9 +154,8 @@ void Tracker::rebase(Flow& f, uint64_t now_ns) {
   // Keep the last ~4.5 minutes representable; older relative times clamp to 0.
   const uint64_t shift_us = (now_ns - f.base_ns) / 1000 - 0x1000'0000u;
   auto fix = [shift_us](uint32_t& t) { t = t > shift_us ? uint32_t(t - shift_us) : 0; };
-  fix(f.syn_us);
-  fix(f.synack_us);
   for (HalfFlow& h : f.half) {
+    fix(h.syn_us);
     fix(h.timed_us);
     fix(h.ts_us);
     fix(h.last_send_us);
@@ -176,14 +192,15 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   const bool resent_syn = synack ? (snd.flags & kHfSynAckSent) != 0
                                  : (snd.flags & (kHfSynSeen | kHfSynAckSent)) == kHfSynSeen;
   if ((p.flags & kSyn) && resent_syn && p.seq == snd.isn) {
+    LossState& l = loss(snd);
     if (old_ip_id) {
-      bump(snd.capture_dups);
+      bump(l.capture_dups);
       return;
     }
     // A resent SYN or SYN-ACK: only the SYN timer sends these. Karn: the SYN-ACK-to-ACK leg
     // becomes ambiguous; the SYN-to-SYN-ACK leg restarts from the newest SYN below.
-    bump(snd.rexmt_timeout);
-    bump(snd.loss_timeout);
+    bump(l.rexmt_timeout);
+    bump(l.loss_timeout);
     if (p.flags & kAck) f.synack_resent = 1;
   }
   if (p.flags & kSyn) {
@@ -198,18 +215,19 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
     snd.flags |= kHfSynSeen | kHfSeqKnown | (synack ? kHfSynAckSent : 0);
     snd.isn = p.seq;
     if (!(p.flags & kAck)) {
-      if (d == Dir::kC2S) f.syn_us = now_us;  // Karn: a resent SYN restarts the handshake timer
+      if (d == Dir::kC2S) snd.syn_us = now_us;  // Karn: a resent SYN restarts the handshake timer
     } else if (!f.synack_seen) {
       f.synack_seen = 1;
-      f.synack_us = now_us;
-      if (f.h(Dir::kC2S).flags & kHfSynSeen) f.syn_synack_us = int32_t(now_us - f.syn_us);
+      f.h(Dir::kS2C).syn_us = now_us;  // whichever side sent it (simultaneous open)
+      const HalfFlow& client = f.h(Dir::kC2S);
+      if (client.flags & kHfSynSeen) f.syn_synack_us = int32_t(now_us - client.syn_us);
     }
   }
   if (p.flags & kRst) {
     // A refused connection: the RST-ACK answers the SYN, one leg of the handshake RTT.
     if (d == Dir::kS2C && (p.flags & kAck) && !f.synack_seen && f.syn_synack_us < 0 &&
         (f.h(Dir::kC2S).flags & kHfSynSeen) && p.ack == f.h(Dir::kC2S).isn + 1) {
-      f.syn_synack_us = int32_t(now_us - f.syn_us);
+      f.syn_synack_us = int32_t(now_us - f.h(Dir::kC2S).syn_us);
     }
     f.close_kind = uint8_t(CloseReason::kRst);
     f.phase = FlowPhase::kClosing;
@@ -219,7 +237,7 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   if (d == Dir::kC2S && (p.flags & (kAck | kSyn)) == kAck && f.synack_seen && !f.handshake_done &&
       p.ack == f.h(Dir::kS2C).isn + 1) {
     f.handshake_done = 1;
-    if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.synack_us);
+    if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.h(Dir::kS2C).syn_us);
     if (f.phase == FlowPhase::kSynOnly) f.phase = FlowPhase::kEstablished;
     if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0) {
       rtt_sample(f, Dir::kS2C, uint32_t(f.syn_synack_us + f.synack_ack_us), RttSource::kHandshake);
@@ -287,8 +305,8 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     const bool old_id = old_ip_id;
     const bool same_again = !ipid_ok && seq == h.last_seq && sig == h.last_sig &&
                             now_us - h.last_data_us <= cfg_.dup_window_us;
-    if ((old_id || same_again) && find_hole(h, seq) < 0) {
-      bump(h.capture_dups);
+    if ((old_id || same_again) && find_hole(loss_if_any(h), seq) < 0) {
+      bump(loss(h).capture_dups);
       return;  // the sender sent it once: nothing else changes
     }
   }
@@ -311,8 +329,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   }
 
   if (!below) {
-    if (seq_gt(seq, h.snd_max)) add_hole(h, h.snd_max, seq);  // bytes the monitor never saw
-    h.unique_bytes += len;
+    if (seq_gt(seq, h.snd_max)) add_hole(loss(h), h.snd_max, seq);  // bytes the monitor never saw
     h.snd_max = end;
     if (!(h.flags & kHfTimedValid) && len > 0) {
       h.timed_end = end;
@@ -326,55 +343,61 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     }
   } else if (!(h.flags & kHfSynSeen) && seq_lt(seq, h.isn)) {
     // Picked up mid-stream: bytes below the lowest seen so far are a first sighting too.
-    bump(h.reordered);
-    h.unique_bytes += (seq_lt(pend, h.isn) ? pend : h.isn) - seq;
-    if (seq_lt(end, h.isn)) add_hole(h, end, h.isn);
+    LossState& l = loss(h);
+    bump(l.reordered);
+    l.repeat_bytes += len - ((seq_lt(pend, h.isn) ? pend : h.isn) - seq);
+    if (seq_lt(end, h.isn)) add_hole(l, end, h.isn);
     h.isn = seq;
-  } else if (const int i = find_hole(h, seq); i >= 0) {
+  } else if (const int i = find_hole(loss_if_any(h), seq); i >= 0) {
     // Fills a gap: first sight of these bytes at the monitor (reordering, or upstream loss).
-    bump(h.reordered);
-    const uint32_t lo = h.hole_lo[i], hi = h.hole_hi[i];
-    if (seq_gt(pend, seq)) h.unique_bytes += (seq_lt(pend, hi) ? pend : hi) - seq;
+    LossState& l = loss(h);  // the one holding the gap
+    bump(l.reordered);
+    const uint32_t lo = l.hole_lo[i], hi = l.hole_hi[i];
+    const uint32_t first_seen = seq_gt(pend, seq) ? (seq_lt(pend, hi) ? pend : hi) - seq : 0;
+    l.repeat_bytes += len - first_seen;
     if (seq == lo) {
-      h.hole_lo[i] = seq_lt(end, hi) ? end : hi;
+      l.hole_lo[i] = seq_lt(end, hi) ? end : hi;
     } else {
-      h.hole_hi[i] = seq;
-      if (seq_lt(end, hi)) add_hole(h, end, hi);  // the part above the segment, if room
+      l.hole_hi[i] = seq;
+      if (seq_lt(end, hi)) add_hole(l, end, hi);  // the part above the segment, if room
     }
   } else {
     // A retransmission. Karn: the timed segment's sample is now ambiguous.
+    LossState& l = loss(h);
     if ((h.flags & kHfTimedValid) && seq_lt(seq, h.timed_end)) h.flags &= ~kHfTimedValid;
+    uint32_t first_seen = 0;  // a resend may carry new bytes past snd_max
     if (seq_gt(end, h.snd_max)) {
-      if (seq_gt(pend, h.snd_max)) h.unique_bytes += pend - h.snd_max;
+      if (seq_gt(pend, h.snd_max)) first_seen = pend - h.snd_max;
       h.snd_max = end;
     }
+    l.repeat_bytes += len - first_seen;
     const uint32_t idle_us = now_us - h.last_send_us;
     const uint32_t rto = rto_us(h);
     if (h.cc == CcState::kFastRecovery) {
       // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired.
       if (now_us - h.last_progress_us >= rto && seq == h.snd_una) {
         start_loss_event(f, d, true);
-        bump(h.rexmt_timeout);
+        bump(l.rexmt_timeout);
       } else {
-        bump(h.rexmt_fast);  // NewReno partial ACK or SACK-driven resend within the same event
+        bump(l.rexmt_fast);  // NewReno partial ACK or SACK-driven resend within the same event
       }
     } else if (h.dupacks >= 3 || ((h.dupacks >= 1 || (h.flags & kHfSackHoles)) &&
                                   (h.flags & kHfSackPermitted) && idle_us < rto)) {
       // Dupack threshold, or SACK-based detection (RFC 6675, RACK in RFC 8985): the receiver
       // reports data above a hole and the resend comes before the retransmission timer.
       start_loss_event(f, d, false);
-      bump(h.rexmt_fast);
+      bump(l.rexmt_fast);
     } else if (h.cc == CcState::kTimeoutRecovery) {
-      bump(h.rexmt_timeout);  // go-back-N after an RTO, or the RTO backing off
+      bump(l.rexmt_timeout);  // go-back-N after an RTO, or the RTO backing off
     } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
       // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
       // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
-      bump(h.rexmt_other);
+      bump(l.rexmt_other);
     } else if (idle_us >= rto || seq == h.snd_una) {
       start_loss_event(f, d, true);
-      bump(h.rexmt_timeout);
+      bump(l.rexmt_timeout);
     } else {
-      bump(h.rexmt_other);
+      bump(l.rexmt_other);
     }
   }
   h.last_send_us = now_us;
@@ -402,19 +425,20 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout) {
     wc_sample(f, d, cwnd_seg > 1 ? cwnd_seg - 1 : 1, WcReason::kLossInCongestionAvoidance,
               (h.flags & kHfRoundLimited) != 0);
   }
+  LossState& l = loss(h);
   h.flags |= kHfLossSeen;
-  bump(timeout ? h.loss_timeout : h.loss_fast);
+  bump(timeout ? l.loss_timeout : l.loss_fast);
   if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
-    h.cwnd_before_loss_q16 = h.cwnd_q16;
+    l.cwnd_before_loss_q16 = h.cwnd_q16;
     h.flags |= kHfMdPending;
   }
   // ssthresh = beta x cwnd (see kLossBetaPermille).
   const uint64_t cwnd_before = h.cc == CcState::kFastRecovery || h.cc == CcState::kTimeoutRecovery
-                                   ? h.cwnd_before_loss_q16
+                                   ? l.cwnd_before_loss_q16
                                    : h.cwnd_q16;
   h.ssthresh_seg =
       sat16(std::max<uint32_t>(uint32_t(cwnd_before * kLossBetaPermille / 1000 / kQ16), 2));
-  h.recover = h.snd_max;
+  l.recover = h.snd_max;
   h.dupacks = 0;
   if (timeout) {
     h.cc = CcState::kTimeoutRecovery;
@@ -428,12 +452,15 @@ void Tracker::end_round(HalfFlow& h) {
   // Measured multiplicative decrease: the first full round after recovery against the window
   // before the loss (about 500 for Reno, 700 for CUBIC, 875 for Scalable TCP).
   if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
-      h.cwnd_before_loss_q16 >= 4 * kQ16 && (h.flags & kHfRoundLimited)) {
-    const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / h.cwnd_before_loss_q16;
-    // Outside (0.3, 0.95) the round showed no decrease (an undone recovery, a window that
-    // grew back at once, application limits): no reading.
-    if (md > 300 && md < 950) h.md_permille = uint16_t(md);
-    h.flags &= ~kHfMdPending;
+      (h.flags & kHfRoundLimited)) {
+    LossState& l = loss(h);  // taken at the loss that set kHfMdPending
+    if (l.cwnd_before_loss_q16 >= 4 * kQ16) {
+      const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / l.cwnd_before_loss_q16;
+      // Outside (0.3, 0.95) the round showed no decrease (an undone recovery, a window that
+      // grew back at once, application limits): no reading.
+      if (md > 300 && md < 950) l.md_permille = uint16_t(md);
+      h.flags &= ~kHfMdPending;
+    }
   }
   h.round_end = h.snd_max;
   h.round_flight_seg = 0;
@@ -461,9 +488,12 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     const bool dsack =
         seq_le(b0.right, ack) || (p.opt.sack_count > 1 && seq_ge(b0.left, p.opt.sack[1].left) &&
                                   seq_le(b0.right, p.opt.sack[1].right));
-    const uint32_t resent = uint32_t(h.rexmt_fast) + h.rexmt_timeout + h.rexmt_other;
-    if (dsack) bump(h.dsacks);
-    if (dsack && h.rexmt_spurious < resent) bump(h.rexmt_spurious);
+    if (dsack) {
+      LossState& l = loss(h);
+      const uint32_t resent = uint32_t(l.rexmt_fast) + l.rexmt_timeout + l.rexmt_other;
+      bump(l.dsacks);
+      if (l.rexmt_spurious < resent) bump(l.rexmt_spurious);
+    }
   }
   if (seq_gt(ack, h.snd_max)) return;  // acks bytes the monitor never saw sent: ignore
 
@@ -480,14 +510,14 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     const uint32_t acked_q16 = uint32_t(std::min<uint64_t>(uint64_t(acked) * kQ16 / mss, 1u << 24));
     switch (h.cc) {
       case CcState::kFastRecovery:
-        if (seq_ge(ack, h.recover)) {  // full ACK: deflate to ssthresh
+        if (seq_ge(ack, loss(h).recover)) {  // full ACK: deflate to ssthresh
           h.cc = CcState::kCongestionAvoidance;
           h.cwnd_q16 = clamp_cwnd(uint64_t(h.ssthresh_seg) * kQ16);
         }
         break;
       case CcState::kTimeoutRecovery:
         h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
-        if (seq_ge(ack, h.recover)) {
+        if (seq_ge(ack, loss(h).recover)) {
           h.cc = h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16 ? CcState::kCongestionAvoidance
                                                                : CcState::kSlowStart;
         }
@@ -503,8 +533,10 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         break;
     }
     if (seq_ge(ack, h.round_end)) end_round(h);
-    for (int i = 0; i < HalfFlow::kHoles; ++i) {
-      if (seq_ge(ack, h.hole_hi[i])) h.hole_lo[i] = h.hole_hi[i];  // acked: the gap is history
+    if (LossState* l = loss_if_any(h)) {
+      for (int i = 0; i < LossState::kHoles; ++i) {
+        if (seq_ge(ack, l->hole_hi[i])) l->hole_lo[i] = l->hole_hi[i];  // acked: gap is history
+      }
     }
   } else if (ack == h.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
              h.snd_max != h.snd_una) {
@@ -562,8 +594,8 @@ void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
 void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited) {
   HalfFlow& h = f.h(d);
   if (h.wc_count < 2) {
-    h.wc_first[h.wc_count] = sat16(wc_seg);
-    if (limited) h.wc_limited_mask = uint8_t(h.wc_limited_mask | (1u << h.wc_count));
+    loss(h).wc_first[h.wc_count] = sat16(wc_seg);
+    if (limited) h.flags |= h.wc_count == 0 ? kHfWcLimited0 : kHfWcLimited1;
   }
   if (h.wc_count != UINT8_MAX) ++h.wc_count;
   if (d != Dir::kS2C) return;  // the window the server's connections get toward the client
@@ -578,7 +610,9 @@ void Tracker::close(Flow& f, CloseReason reason) {
   // End-of-connection W_c: a sender that never lost a segment ends with its current window.
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
-    if (h.unique_bytes > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
+    const LossState* l = loss_if_any(h);
+    const uint64_t unique_bytes = h.bytes - (l ? l->repeat_bytes : 0);
+    if (unique_bytes > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
       wc_sample(f, d, cwnd_segments(h), WcReason::kEndOfConnection,
                 (h.flags & kHfRoundLimited) != 0);
     }
@@ -598,23 +632,26 @@ void Tracker::close(Flow& f, CloseReason reason) {
   r.syn_synack_us = f.syn_synack_us;
   r.synack_ack_us = f.synack_ack_us;
   if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0) r.hs_rtt_us = f.syn_synack_us + f.synack_ack_us;
+  static const LossState kNoLoss{};
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
-    const HalfFlow& h = f.h(d);
+    HalfFlow& h = f.h(d);
     const HalfFlow& peer = f.h(opposite(d));
+    const LossState* lp = loss_if_any(h);
+    const LossState& l = lp ? *lp : kNoLoss;
     HalfRecord& o = d == Dir::kC2S ? r.c2s : r.s2c;
     o.bytes = h.bytes;
-    o.unique_bytes = h.unique_bytes;
+    o.unique_bytes = h.bytes - l.repeat_bytes;
     o.packets = h.packets;
     o.data_packets = h.data_packets;
-    o.rexmt_fast = h.rexmt_fast;
-    o.rexmt_timeout = h.rexmt_timeout;
-    o.rexmt_packets = uint32_t(h.rexmt_fast) + h.rexmt_timeout + h.rexmt_other;
-    o.rexmt_spurious = h.rexmt_spurious;
-    o.dsacks = h.dsacks;
-    o.reordered_packets = h.reordered;
-    o.capture_dups = h.capture_dups;
-    o.loss_events_fast = h.loss_fast;
-    o.loss_events_timeout = h.loss_timeout;
+    o.rexmt_fast = l.rexmt_fast;
+    o.rexmt_timeout = l.rexmt_timeout;
+    o.rexmt_packets = uint32_t(l.rexmt_fast) + l.rexmt_timeout + l.rexmt_other;
+    o.rexmt_spurious = l.rexmt_spurious;
+    o.dsacks = l.dsacks;
+    o.reordered_packets = l.reordered;
+    o.capture_dups = l.capture_dups;
+    o.loss_events_fast = l.loss_fast;
+    o.loss_events_timeout = l.loss_timeout;
     o.rtt_count = h.rtt_count;
     o.rtt_min_us = h.rtt_min_us;
     o.rtt_max_us = h.rtt_max_us;
@@ -626,12 +663,17 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.max_flight_segments = h.max_flight_seg;
     o.wc_count = h.wc_count;
     o.wc_kept = std::min<uint8_t>(h.wc_count, 2);
-    for (int i = 0; i < o.wc_kept; ++i) o.wc_segments[i] = h.wc_first[i];
-    o.wc_cwnd_limited_mask = h.wc_limited_mask;
-    o.md_permille = h.md_permille;
+    for (int i = 0; i < o.wc_kept; ++i) o.wc_segments[i] = l.wc_first[i];
+    o.wc_cwnd_limited_mask =
+        uint8_t(((h.flags & kHfWcLimited0) ? 1 : 0) | ((h.flags & kHfWcLimited1) ? 2 : 0));
+    o.md_permille = l.md_permille;
     if (h.data_packets) {
       o.first_data_ns = f.base_ns + uint64_t(h.first_data_us) * 1000;
       o.last_data_ns = f.base_ns + uint64_t(h.last_data_us) * 1000;
+    }
+    if (h.loss != 0) {
+      pool_.give_back(h.loss);
+      h.loss = 0;
     }
   }
   emit_.record(r);

@@ -15,6 +15,7 @@
 namespace spand {
 
 struct WorkerCounters;
+class LossPool;
 
 struct TrackerConfig {
   uint32_t min_rto_us = 200'000;          // Linux TCP_RTO_MIN; below it a resend is not a timeout
@@ -37,13 +38,16 @@ struct Emitter {
 
 class Tracker {
  public:
-  Tracker(const TrackerConfig& cfg, Emitter emit) : cfg_(cfg), emit_(emit) {}
+  // `pool` holds the flows' LossStates; close() returns them.
+  Tracker(const TrackerConfig& cfg, Emitter emit, LossPool& pool)
+      : cfg_(cfg), emit_(emit), pool_(pool) {}
 
   // First packet of a new flow: decides which side is the client.
   void on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo);
   // Every packet of the flow, in capture order.
   void on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo);
-  // Finalizes the flow: end-of-connection W_c samples and the flow record.
+  // Finalizes the flow: end-of-connection W_c samples and the flow record; returns its
+  // LossStates to the pool. Call it once before the flow leaves the table.
   void close(Flow& f, CloseReason reason);
 
   // A SYN that starts a new connection on a 4-tuple whose previous connection is over.
@@ -63,9 +67,16 @@ class Tracker {
   uint32_t rto_us(const HalfFlow& h) const;
   uint32_t flight_segments(const HalfFlow& h) const;
   void rebase(Flow& f, uint64_t now_ns);
+  // The direction's LossState, taken from the pool at first use; `spill_` if the pool is out
+  // (cannot happen while the pool has two states per table slot; counted if it does).
+  LossState& loss(HalfFlow& h);
+  // The direction's LossState if it has one.
+  LossState* loss_if_any(HalfFlow& h);
 
   TrackerConfig cfg_;
   Emitter emit_;
+  LossPool& pool_;
+  LossState spill_;
 };
 
 }  // namespace spand

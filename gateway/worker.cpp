@@ -28,6 +28,9 @@ void WorkerCounters::add(const WorkerCounters& o) {
   active_flows += o.active_flows;
   tcp_option_errors += o.tcp_option_errors;
   orphan_resets += o.orphan_resets;
+  loss_states += o.loss_states;
+  loss_states_peak += o.loss_states_peak;
+  loss_states_exhausted += o.loss_states_exhausted;
 }
 
 WorkerCounters total_counters(const std::vector<const Worker*>& workers) {
@@ -41,12 +44,19 @@ Worker::Worker(const WorkerConfig& cfg)
       samples_(new SpscRing<Sample>(cfg.ring_capacity)),
       flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
       table_(new FlowTable(cfg.flow_capacity, cfg.prefault_table)),
-      tracker_(new Tracker(cfg.tracker, Emitter{samples_.get(), flows_.get(), &counters_})) {}
+      // Two per slot: never short while the table holds the flows. A live port commits states
+      // for one connection in eight at start (LossPool: only the peak in use is ever committed).
+      loss_pool_(new LossPool(2 * table_->slots(), cfg.prefault_table ? table_->slots() / 8 : 0)),
+      tracker_(new Tracker(cfg.tracker, Emitter{samples_.get(), flows_.get(), &counters_},
+                           *loss_pool_)) {}
 
 Worker::~Worker() = default;
 
 size_t Worker::bytes_per_flow() {
   return sizeof(Flow);
+}
+size_t Worker::loss_state_bytes() {
+  return sizeof(LossState);
 }
 size_t Worker::table_bytes() const {
   return table_->memory_bytes();
@@ -157,6 +167,8 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
     return true;
   });
   counters_.active_flows = table_->size();
+  counters_.loss_states = loss_pool_->in_use();
+  counters_.loss_states_peak = loss_pool_->peak_in_use();
 }
 
 bool Worker::finish_some(uint32_t max_flows) {
@@ -169,6 +181,8 @@ bool Worker::finish_some(uint32_t max_flows) {
     ++counters_.flows_closed;
   });
   counters_.active_flows = left;
+  counters_.loss_states = loss_pool_->in_use();
+  counters_.loss_states_peak = loss_pool_->peak_in_use();
   return left > 0;
 }
 

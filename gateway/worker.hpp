@@ -44,8 +44,11 @@ struct WorkerCounters {
   uint64_t ring_full_samples = 0;  // samples lost because the control side lagged
   uint64_t ring_full_flows = 0;    // flow records lost for the same reason
   uint64_t active_flows = 0;
-  uint64_t tcp_option_errors = 0;  // segments kept with malformed options skipped
-  uint64_t orphan_resets = 0;      // RST for a connection not in the table (not tracked)
+  uint64_t tcp_option_errors = 0;      // segments kept with malformed options skipped
+  uint64_t orphan_resets = 0;          // RST for a connection not in the table (not tracked)
+  uint64_t loss_states = 0;            // directions holding a LossState now (gaps, resends, ...)
+  uint64_t loss_states_peak = 0;       // the most held at once
+  uint64_t loss_states_exhausted = 0;  // LossStates refused by a full pool (never expected)
 
   void add(const WorkerCounters& o);
 };
@@ -55,6 +58,7 @@ class Worker;
 WorkerCounters total_counters(const std::vector<const Worker*>& workers);
 
 class FlowTable;
+class LossPool;
 struct Flow;
 
 class Worker {
@@ -102,7 +106,10 @@ class Worker {
   const WorkerCounters& counters() const { return counters_; }
   uint64_t now_ns() const { return now_ns_; }  // newest capture time seen
   // State per tracked connection (one Flow), and the whole table's preallocated footprint.
+  // Directions that saw a gap, a resend or a loss hold a LossState more (loss_state_bytes()
+  // each) while the flow lives.
   static size_t bytes_per_flow();
+  static size_t loss_state_bytes();
   size_t table_bytes() const;
 
  private:
@@ -111,6 +118,7 @@ class Worker {
   std::unique_ptr<SpscRing<Sample>> samples_;
   std::unique_ptr<SpscRing<FlowRecord>> flows_;
   std::unique_ptr<FlowTable> table_;
+  std::unique_ptr<LossPool> loss_pool_;
   std::unique_ptr<Tracker> tracker_;
   ParsedPacket scratch_;
   struct Staged {

@@ -97,6 +97,13 @@ Metrics::Metrics()
                              .Help("Connections in the flow tables now")
                              .Register(r)
                              .Add({});
+  loss_states_ = &BuildGauge()
+                      .Name("spand_connection_directions_in_loss")
+                      .Help(
+                          "Connection directions holding a LossState now (they saw a gap or a "
+                          "resend): 64 bytes each besides the flow table")
+                      .Register(r)
+                      .Add({});
   connections_created_ = &BuildCounter()
                               .Name("spand_connections_created_total")
                               .Help("Connections inserted into the flow tables")
@@ -192,6 +199,7 @@ void Metrics::set_capture_totals(const CaptureTotals& t) {
   advance(samples_wc_, t.samples_wc, b.samples_wc);
   advance(samples_rtt_, t.samples_rtt, b.samples_rtt);
   connections_active_->Set(double(t.active_flows));
+  loss_states_->Set(double(t.loss_states));
   last_capture_ = t;
 }
 

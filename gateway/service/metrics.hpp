@@ -89,6 +89,7 @@ class Metrics {
   std::array<prometheus::Counter*, static_cast<size_t>(Drop::kCount)> drops_{};
   prometheus::Counter* drops_ring_full_;
   prometheus::Gauge* connections_active_;
+  prometheus::Gauge* loss_states_;
   prometheus::Counter* connections_created_;
   prometheus::Counter* connections_evicted_;
   prometheus::Counter* samples_wc_;

@@ -613,6 +613,73 @@ TEST(Worker, StatePerConnectionIsReported) {
   EXPECT_EQ(Worker::bytes_per_flow(), sizeof(Flow));
 }
 
+TEST(LossPool, HandsOutZeroedStatesLastFreedFirstAndRefusesWhenEmpty) {
+  LossPool pool(3);
+  EXPECT_EQ(pool.take(), 1u);
+  EXPECT_EQ(pool.take(), 2u);
+  pool.at(2).rexmt_fast = 9;
+  pool.at(2).hole_hi[0] = 77;
+  pool.give_back(2);
+  EXPECT_EQ(pool.in_use(), 1u);
+  EXPECT_EQ(pool.take(), 2u);  // the one just freed, before a fresh one
+  EXPECT_EQ(pool.at(2).rexmt_fast, 0u);
+  EXPECT_EQ(pool.at(2).hole_hi[0], 0u);
+  EXPECT_EQ(pool.take(), 3u);
+  EXPECT_EQ(pool.take(), 0u);  // all in use
+  EXPECT_EQ(pool.in_use(), 3u);
+  EXPECT_EQ(pool.peak_in_use(), 3u);
+}
+
+TEST(Tracker, OnlyADirectionWithAGapOrResendHoldsALossStateAndCloseReturnsIt) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck, kMss);
+  k.wait_us(20'000);
+  k.c(kC + 1, b + kMss, kAck);
+  EXPECT_EQ(k.w.counters().loss_states, 0u);  // in order, once: nothing rare to keep
+  k.s(b + 2 * kMss, kC + 1, kAck, kMss);      // segment 2 not seen: a gap
+  EXPECT_EQ(k.w.counters().loss_states, 1u);
+  k.s(b + kMss, kC + 1, kAck, kMss);  // fills it
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 3 * kMss, kAck);
+  EXPECT_EQ(k.w.counters().loss_states, 1u);  // kept until the flow closes
+  auto recs = k.finish();
+  EXPECT_EQ(k.w.counters().loss_states, 0u);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.reordered_packets, 1u);
+  EXPECT_EQ(recs[0].s2c.bytes, 3u * kMss);
+  EXPECT_EQ(recs[0].s2c.unique_bytes, 3u * kMss);
+}
+
+TEST(Tracker, LossStatesCycleThroughEvictionsWithoutRunningOut) {
+  // A table of 8 flows sees 200 connections, each with a resend in both directions: every
+  // eviction must hand the evicted flow's states back, or the pool (2 per slot) runs dry.
+  WorkerConfig cfg = Conn::small_config();
+  cfg.flow_capacity = 8;
+  Conn k(cfg);
+  for (int i = 0; i < 200; ++i) {
+    k.cport = uint16_t(30000 + i);
+    handshake(k);
+    k.s(kS + 1, kC + 1, kAck, kMss);
+    k.c(kC + 1, kS + 1, kAck, 100);
+    k.wait_us(400'000);
+    k.s(kS + 1, kC + 1, kAck, kMss);  // resent
+    k.c(kC + 1, kS + 1, kAck, 100);   // resent
+  }
+  EXPECT_EQ(k.w.counters().loss_states_exhausted, 0u);
+  EXPECT_LE(k.w.counters().loss_states, 16u);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 200u);
+  for (const FlowRecord& r : recs) {
+    EXPECT_EQ(r.s2c.rexmt_packets, 1u);
+    EXPECT_EQ(r.c2s.rexmt_packets, 1u);
+    EXPECT_EQ(r.s2c.unique_bytes, kMss);
+    EXPECT_EQ(r.s2c.bytes, 2u * kMss);
+  }
+  EXPECT_EQ(k.w.counters().loss_states, 0u);
+}
+
 }  // namespace
 }  // namespace spand::test
 
