@@ -98,7 +98,9 @@ std::string flow_to_json(const FlowRecord& f) {
 std::string sample_to_json(const Sample& s, const PrefixConfig& cfg) {
   ordered_json j;
   j["ts_ns"] = s.ts_ns;
-  j["kind"] = s.kind == SampleKind::kWc ? "wc" : "rtt";
+  j["kind"] = s.kind == SampleKind::kWc         ? "wc"
+              : s.kind == SampleKind::kDecrease ? "decrease"
+                                                : "rtt";
   j["prefix"] = prefix_of(s.client, cfg).to_string();
   j["client"] = addr_to_string(s.client);
   j["client_port"] = s.client_port;
@@ -108,6 +110,8 @@ std::string sample_to_json(const Sample& s, const PrefixConfig& cfg) {
     j["wc_segments"] = s.value;
     j["reason"] = wc_reason_name(s.wc_reason);
     j["cwnd_limited"] = s.cwnd_limited;
+  } else if (s.kind == SampleKind::kDecrease) {
+    j["md_ratio"] = s.value / 1000.0;
   } else {
     j["rtt_us"] = s.value;
     j["source"] = rtt_source_name(s.rtt_source);
@@ -131,11 +135,12 @@ void Collector::drain(Worker& w) {
   Sample s;
   while (w.samples().pop(s)) {
     if (s.kind != SampleKind::kNewConnection) {
-      if (s.kind == SampleKind::kWc)
+      if (s.kind == SampleKind::kWc) {
         ++wc_samples_;
-      else
+      } else if (s.kind == SampleKind::kRtt) {
         ++rtt_samples_;
-      prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
+      }
+      if (s.kind != SampleKind::kDecrease) prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
       if (samples_) {
         const std::string line = sample_to_json(s, opts_.prefix);
         std::fwrite(line.data(), 1, line.size(), samples_);

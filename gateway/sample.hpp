@@ -9,7 +9,9 @@
 namespace spand {
 
 // kNewConnection carries no value: it tells the control side a client opened a connection.
-enum class SampleKind : uint8_t { kWc = 0, kRtt = 1, kNewConnection = 2 };
+// kDecrease is the multiplicative decrease measured after one loss (--samples-out only: it is
+// not aggregated).
+enum class SampleKind : uint8_t { kWc = 0, kRtt = 1, kNewConnection = 2, kDecrease = 3 };
 
 // Why a W_c sample was taken (DESIGN.md, "W_c sample").
 enum class WcReason : uint8_t {
@@ -42,7 +44,7 @@ struct Sample {
   WcReason wc_reason = WcReason::kNone;
   RttSource rtt_source = RttSource::kNone;
   bool cwnd_limited = false;  // W_c: the flight filled cwnd (else a lower bound, app-limited)
-  uint32_t value = 0;         // W_c in segments, or RTT in microseconds
+  uint32_t value = 0;         // W_c in segments, RTT in microseconds, decrease in thousandths
 };
 
 const char* wc_reason_name(WcReason r);

@@ -25,9 +25,10 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
                t.flows_created, t.flows_closed + t.flows_evicted, t.flows_timed_out,
                t.flows_evicted, t.active_flows, t.orphan_resets);
   std::fprintf(out,
-               "samples: %" PRIu64 " W_c, %" PRIu64 " RTT; lost to a full ring: %" PRIu64
-               " samples, %" PRIu64 " flow records\n",
-               t.samples_wc, t.samples_rtt, t.ring_full_samples, t.ring_full_flows);
+               "samples: %" PRIu64 " W_c, %" PRIu64 " RTT, %" PRIu64
+               " decrease; lost to a full ring: %" PRIu64 " samples, %" PRIu64 " flow records\n",
+               t.samples_wc, t.samples_rtt, t.samples_decrease, t.ring_full_samples,
+               t.ring_full_flows);
   std::fprintf(out, "outputs: %" PRIu64 " flow records, %" PRIu64 " sample records written\n",
                flows_written_, samples_written_);
   std::fprintf(

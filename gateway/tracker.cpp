@@ -85,6 +85,7 @@ void Emitter::sample(const Sample& s) {
   }
   if (s.kind == SampleKind::kWc) ++counters->samples_wc;
   if (s.kind == SampleKind::kRtt) ++counters->samples_rtt;
+  if (s.kind == SampleKind::kDecrease) ++counters->samples_decrease;
 }
 
 void Emitter::record(const FlowRecord& r) {
@@ -448,7 +449,8 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout) {
   }
 }
 
-void Tracker::end_round(HalfFlow& h) {
+void Tracker::end_round(Flow& f, Dir d) {
+  HalfFlow& h = f.h(d);
   // Measured multiplicative decrease: the first full round after recovery against the window
   // before the loss (about 500 for Reno, 700 for CUBIC, 875 for Scalable TCP).
   if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
@@ -458,7 +460,15 @@ void Tracker::end_round(HalfFlow& h) {
       const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / l.cwnd_before_loss_q16;
       // Outside (0.3, 0.95) the round showed no decrease (an undone recovery, a window that
       // grew back at once, application limits): no reading.
-      if (md > 300 && md < 950) l.md_permille = uint16_t(md);
+      if (md > 300 && md < 950) {
+        l.md_permille = uint16_t(md);  // the record keeps the last; each one is a sample
+        if (d == Dir::kS2C) {
+          Sample s = base_sample(f, SampleKind::kDecrease);
+          s.value = uint32_t(md);
+          s.cwnd_limited = true;  // measured on a round that filled the window
+          emit_.sample(s);
+        }
+      }
       h.flags &= ~kHfMdPending;
     }
   }
@@ -513,6 +523,11 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         if (seq_ge(ack, loss(h).recover)) {  // full ACK: deflate to ssthresh
           h.cc = CcState::kCongestionAvoidance;
           h.cwnd_q16 = clamp_cwnd(uint64_t(h.ssthresh_seg) * kQ16);
+          if (h.flags & kHfMdPending) {  // the decrease is read on a round wholly after recovery
+            h.round_end = h.snd_max;
+            h.round_flight_seg = 0;
+            h.flags &= ~kHfRoundLimited;
+          }
         }
         break;
       case CcState::kTimeoutRecovery:
@@ -532,7 +547,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
                                                  1000 / std::max(h.cwnd_q16, kQ16));
         break;
     }
-    if (seq_ge(ack, h.round_end)) end_round(h);
+    if (seq_ge(ack, h.round_end)) end_round(f, d);
     if (LossState* l = loss_if_any(h)) {
       for (int i = 0; i < LossState::kHoles; ++i) {
         if (seq_ge(ack, l->hole_hi[i])) l->hole_lo[i] = l->hole_hi[i];  // acked: gap is history

@@ -60,7 +60,7 @@ class Tracker {
   void on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us);
   void on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us);
   void start_loss_event(Flow& f, Dir d, bool timeout);
-  void end_round(HalfFlow& h);
+  void end_round(Flow& f, Dir d);
   void rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src);
   void wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited);
   Sample base_sample(const Flow& f, SampleKind kind) const;

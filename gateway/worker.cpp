@@ -23,6 +23,7 @@ void WorkerCounters::add(const WorkerCounters& o) {
   flows_timed_out += o.flows_timed_out;
   samples_wc += o.samples_wc;
   samples_rtt += o.samples_rtt;
+  samples_decrease += o.samples_decrease;
   ring_full_samples += o.ring_full_samples;
   ring_full_flows += o.ring_full_flows;
   active_flows += o.active_flows;

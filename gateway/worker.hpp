@@ -41,6 +41,7 @@ struct WorkerCounters {
   uint64_t flows_timed_out = 0;
   uint64_t samples_wc = 0;
   uint64_t samples_rtt = 0;
+  uint64_t samples_decrease = 0;   // multiplicative decrease readings (one per measured loss)
   uint64_t ring_full_samples = 0;  // samples lost because the control side lagged
   uint64_t ring_full_flows = 0;    // flow records lost for the same reason
   uint64_t active_flows = 0;

@@ -108,7 +108,7 @@ run_a() {
   echo "== (a) spand-gateway, 1 worker lcore, DPDK net_pcap infinite_rx, ${DURATION} s"
   local line
   dpdk_run "$WORK/gw_dpdk.log"
-  grep -a '^summary:\|^connections:\|^samples:' "$WORK/gw_dpdk.log" | sed 's/^/  /'
+  grep -a '^summary:\|^connections:\|^samples:\|^state:' "$WORK/gw_dpdk.log" | sed 's/^/  /'
   A_WALL+=("$(sed -E 's/.*: ([0-9.]+) Mpps on.*/\1/' <<< "$line")")
   A_CPU+=("$(per_cpu_s "$line")")
 }
@@ -132,7 +132,7 @@ run_d() {
   echo "== (d) spand-gateway --pcap"
   local wall user sys
   read -r wall user sys _ < <(timed "$WORK/gw_pcap.log" "$GW" --pcap "$mix")
-  grep -a '^summary:\|^elapsed:\|^connections:\|^samples:' "$WORK/gw_pcap.log" | sed 's/^/  /'
+  grep -a '^summary:\|^elapsed:\|^connections:\|^samples:\|^state:' "$WORK/gw_pcap.log" | sed 's/^/  /'
   echo "gateway --pcap: $mix_packets packets in $wall s wall, $user + $sys s CPU (process: table set-up and file reading included)"
   D_WALL+=("$(rate "$mix_packets" "$wall")")
   D_CPU+=("$(rate "$mix_packets" "$(awk -v a="$user" -v b="$sys" 'BEGIN {print a + b}')")")
@@ -182,7 +182,15 @@ g++ -std=c++20 -O2 -I"$root/gateway" "$here/gateway_bench_sizes.cpp" "$build/gat
 bpf=$(awk '/bytes_per_flow/ {print $2}' "$WORK/sizes.txt")
 tbytes=$(awk '/table_bytes/ {print $2}' "$WORK/sizes.txt")
 cap=$(awk '/flow_capacity/ {print $2}' "$WORK/sizes.txt")
+lsb=$(awk '/loss_state_bytes/ {print $2}' "$WORK/sizes.txt")
 echo "per connection: $bpf B of flow state; the table reserves $(( tbytes / cap )) B per connection of capacity"
+# Directions with a gap or a resend hold a LossState more while their flow lives: the most held
+# at once in the --pcap pass over the mix, against the peak number of live connections.
+peak_ls=$(sed -nE 's/^state: .*\(([0-9]+) such directions at the peak\)/\1/p' "$WORK/gw_pcap.log" | tail -1)
+peak_conc=$(sed -nE 's/.*peak ([0-9]+) concurrent.*/\1/p' "$mix.log" | tail -1)
+if [[ -n $peak_ls && -n $peak_conc && $peak_conc -gt 0 ]]; then
+  echo "loss states: $peak_ls at the peak of the --pcap pass ($lsb B each), $(( peak_ls * lsb / peak_conc )) B per connection over $peak_conc live connections; $(( bpf + peak_ls * lsb / peak_conc )) B per connection in all"
+fi
 
 echo "== (f) peak RSS, spand-gateway --pcap with $LIVE live connections (handshakes, no close)"
 read -r lv_wall _ _ lv_rss < <(timed "$WORK/gw_live.log" "$GW" --pcap "$live")

@@ -11,6 +11,7 @@ import argparse
 import gzip
 import json
 import re
+import statistics
 import sys
 
 PROBE = re.compile(r'\s(\d+\.\d+): tcp_probe: .*?dest=(\S+) .*?snd_cwnd=(\d+) ssthresh=(\d+)')
@@ -45,7 +46,19 @@ def kernel_truth(trace_path, offset_s):
     truth = {}
     for peer, acks in probes.items():
         wc_ca, fast, timeout, prev = [], 0, 0, 0
+        decreases, entry_cwnd = [], None
         for t, st in states.get(peer, []):
+            # The decrease of one fast recovery: cwnd on leaving it (open or disorder) over
+            # cwnd on entering it; an RTO inside the episode spoils the reading.
+            if st == 3 and prev not in (3, 4):
+                entry_cwnd = ([a for a in acks if a[0] <= t] or acks[:1])[-1][1]
+            elif st == 4:
+                entry_cwnd = None
+            elif st in (0, 1) and prev == 3 and entry_cwnd:
+                after = [a for a in acks if a[0] >= t]
+                if after and entry_cwnd >= 4:  # the gateway reads windows of 4 or more only
+                    decreases.append(after[0][1] / entry_cwnd)
+                entry_cwnd = None
             # A loss event starts on entry into recovery (3) or loss (4) from the open state;
             # an RTO during fast recovery (3 then 4) is a second, timeout event, as Tstat
             # counts it, but the window then is no congestion-avoidance W_c.
@@ -60,7 +73,8 @@ def kernel_truth(trace_path, offset_s):
                     wc_ca.append((t + offset_s, cwnd - 1))
             prev = st
         truth[peer] = {'wc_ca': wc_ca, 'fast': fast, 'timeout': timeout,
-                       'end_cwnd': acks[-1][1], 'rexmit': rexmits.get(peer, 0)}
+                       'end_cwnd': acks[-1][1], 'rexmit': rexmits.get(peer, 0),
+                       'decreases': decreases}
     return truth
 
 
@@ -78,10 +92,12 @@ def main():
     truth = kernel_truth(args.trace, float(open(args.offset).read()))
     flows = {(f['client'], f['client_port']): f
              for f in map(json.loads, open(args.flows)) if f['server_port'] == 5001}
-    ours_wc = {}
+    ours_wc, ours_md = {}, []
     for s in map(json.loads, open(args.samples)):
         if s['kind'] == 'wc':
             ours_wc.setdefault((s['client'], s['client_port']), []).append(s)
+        elif s['kind'] == 'decrease' and (s['client'], s['client_port']) in truth:
+            ours_md.append(s['md_ratio'])
     wc_total = wc_close = ev_ok = rx_ours = rx_kernel = 0
     errors = []
     for peer, t in sorted(truth.items()):
@@ -112,6 +128,13 @@ def main():
         print(f'W_c error (ours - kernel) over {len(errors)} matched samples: mean '
               f'{sum(errors) / len(errors):+.2f}, mean |error| '
               f'{sum(map(abs, errors)) / len(errors):.2f} segments')
+    kernel_md = sorted(d for p, t in truth.items() if p in flows for d in t['decreases'])
+    if kernel_md and ours_md:
+        # Readings are not matched one to one (a reading needs a whole cwnd-limited round
+        # after recovery): the two distributions are compared.
+        print(f'decrease median: ours {statistics.median(ours_md):.3f} over {len(ours_md)} '
+              f'readings, kernel {statistics.median(kernel_md):.3f} over {len(kernel_md)} '
+              f'recoveries')
     n = len([p for p in truth if p in flows])
     wc_frac = wc_close / wc_total if wc_total else 1.0
     ev_frac = ev_ok / n if n else 0.0

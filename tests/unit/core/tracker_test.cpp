@@ -551,6 +551,16 @@ TEST(Tracker, MultiplicativeDecreaseIsMeasured) {
     const double measured = recs[0].s2c.md_permille / 1000.0;
     // The recorded decrease is of the last loss; a window of W segments resolves 1/W.
     EXPECT_NEAR(measured, sim.md_truth.back(), 0.05) << "beta " << beta;
+    // Each loss's decrease is a sample of its own, in order.
+    std::vector<double> readings;
+    for (const Sample& s : k.samples()) {
+      if (s.kind == SampleKind::kDecrease) readings.push_back(s.value / 1000.0);
+    }
+    ASSERT_EQ(readings.size(), sim.md_truth.size()) << "beta " << beta;
+    for (size_t i = 0; i < readings.size(); ++i) {
+      EXPECT_NEAR(readings[i], sim.md_truth[i], 0.05) << "beta " << beta << " loss " << i;
+    }
+    EXPECT_EQ(k.w.counters().samples_decrease, readings.size());
   }
 }
 
