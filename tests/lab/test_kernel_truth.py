@@ -48,6 +48,8 @@ MIN_WC_WITHIN_1 = {'reno': 0.90, 'cubic': 0.80}
 MIN_EVENTS_EXACT = {'reno': 0.80, 'cubic': 0.60}
 MIN_KERNEL_WC_SAMPLES = 30  # fewer, and the lab made too few losses to say anything
 
+DECREASE = re.compile(r'decrease median: ours ([\d.]+) over (\d+) readings, kernel ([\d.]+) '
+                      r'over (\d+) recoveries')
 SUMMARY = re.compile(r'connections (\d+); W_c in CA within 1 segment: (\d+)/(\d+) .*'
                      r'loss events exact: (\d+)/(\d+)')
 TRACED_PEER = re.compile(r' tcp_probe: .*?dest=(\S+):(\d+) ')
@@ -134,6 +136,9 @@ class LabRun:
         assert summary, self.report
         (self.compared, self.wc_close, self.wc_total, self.events_ok,
          self.events_n) = map(int, summary.groups())
+        decrease = DECREASE.search(cmp.stdout)
+        self.decrease = (float(decrease[1]), int(decrease[2]), float(decrease[3]),
+                         int(decrease[4])) if decrease else None
 
 
 @pytest.fixture(scope='module', params=['reno', 'cubic'])
@@ -156,6 +161,17 @@ def test_every_connection_found(lab):
 def test_loss_events_match_kernel(lab):
     print(lab.report)
     assert lab.events_ok / lab.events_n >= MIN_EVENTS_EXACT[lab.cc], lab.report
+
+
+def test_decrease_per_loss_matches_kernel(lab):
+    # The `decrease` samples (one per loss whose decrease the gateway read) against the kernel's
+    # cwnd leaving fast recovery over cwnd entering it: medians, and the algorithm's own beta.
+    print(lab.report)
+    assert lab.decrease, lab.report
+    ours, n_ours, kernel, n_kernel = lab.decrease
+    assert n_ours >= n_kernel // 2, lab.report
+    assert abs(ours - kernel) <= 0.08, lab.report
+    assert abs(ours - {'reno': 0.5, 'cubic': 0.7}[lab.cc]) <= 0.12, lab.report
 
 
 def test_wc_in_congestion_avoidance_matches_kernel(lab):

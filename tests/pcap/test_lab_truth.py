@@ -6,6 +6,9 @@ is stored beside the capture, so it is a deterministic regression test of the in
 Measured when these captures were made (2026-11-22, gateway at the commit that added them):
   reno:  W_c in congestion avoidance within 1 segment 117/120 (98%); loss events exact 27/30
   cubic: W_c in congestion avoidance within 1 segment 93/107 (87%); loss events exact 27/30
+and since a full ACK that still reports a hole starts a second recovery (2026-11-23):
+  reno:  W_c within 1 segment 120/120 (100%); loss events exact 29/30
+  cubic: W_c within 1 segment 93/107 (87%); loss events exact 30/30
 Thresholds sit a little below, so a regression of a few samples fails the test.
 """
 import os
@@ -23,7 +26,7 @@ SUMMARY = re.compile(r'connections (\d+); W_c in CA within 1 segment: (\d+)/(\d+
                      r'loss events exact: (\d+)/(\d+)')
 DECREASE = re.compile(r'decrease median: ours ([\d.]+) over (\d+) readings, kernel ([\d.]+) '
                       r'over (\d+) recoveries')
-MIN = {'reno': (0.95, 0.85), 'cubic': (0.84, 0.85)}  # (W_c within 1 segment, events exact)
+MIN = {'reno': (0.98, 0.9), 'cubic': (0.84, 0.93)}  # (W_c within 1 segment, events exact)
 
 
 @pytest.mark.parametrize('cc', ['reno', 'cubic'])
@@ -44,7 +47,7 @@ def test_inference_matches_kernel(cc, tmp_path):
     assert ev_ok / ev_n >= MIN[cc][1], out
     # The multiplicative decrease read after each loss (one `decrease` sample per reading)
     # against the kernel's own: cwnd leaving fast recovery over cwnd entering it. Measured
-    # 2026-11-23: reno 0.484 over 133 readings against 0.500 over 148 recoveries, cubic 0.620
+    # 2026-11-23: reno 0.486 over 134 readings against 0.500 over 148 recoveries, cubic 0.624
     # over 102 against 0.667 over 133.
     m = DECREASE.search(out)
     assert m, out

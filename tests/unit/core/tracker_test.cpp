@@ -248,6 +248,48 @@ TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
   EXPECT_TRUE(r2[0].s2c.sack_permitted);
 }
 
+// A recovery whose full ACK still reports a hole: Linux leaves fast recovery on that ACK and
+// enters it again at once (tcp_fastretrans_alert; in the lab its tcp_cong_state_set trace shows
+// Recovery, Open, Recovery on one ACK), even when the hole's resend already went out during the
+// first recovery. The wire then shows no new resend: the full ACK's SACK block is the only sign.
+TEST(Tracker, FullAckStillReportingAHoleStartsASecondRecovery) {
+  Conn k;
+  ParsedPacket syn = k.make(true, kC, 0, kSyn);
+  syn.opt.sack_permitted = true;
+  k.feed(syn);
+  k.wait_us(10'000);
+  ParsedPacket synack = k.make(false, kS, kC + 1, kSyn | kAck);
+  synack.opt.sack_permitted = true;
+  k.feed(synack);
+  k.wait_us(10'000);
+  k.c(kC + 1, kS + 1, kAck);
+  const uint32_t b = kS + 1;
+  auto seg = [&](uint32_t i) { return b + i * kMss; };
+  auto sack_ack = [&](uint32_t ack, std::vector<SackBlock> blocks) {
+    ParsedPacket p = k.make(true, kC + 1, ack, kAck);
+    p.opt.sack_count = uint8_t(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) p.opt.sack[i] = blocks[i];
+    k.feed(p);
+  };
+  for (uint32_t i = 0; i < 8; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // segment 1 is lost
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(1), kAck);
+  sack_ack(seg(1), {{seg(2), seg(4)}});
+  k.s(seg(1), kC + 1, kAck, kMss);  // first recovery: recover = seg(8)
+  for (uint32_t i = 8; i < 11; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // new data; 8 is lost
+  sack_ack(seg(1), {{seg(9), seg(11)}, {seg(2), seg(8)}});
+  k.s(seg(8), kC + 1, kAck, kMss);  // resent within the first recovery
+  k.wait_us(20'000);
+  sack_ack(seg(8), {{seg(9), seg(11)}});  // full ACK, hole at 8: the second recovery
+  k.wait_us(1'000);
+  k.c(kC + 1, seg(11), kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 2u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 0u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 2u);
+}
+
 TEST(Tracker, DsackMarksTheResendSpurious) {
   Conn k;
   handshake(k);
