@@ -59,17 +59,17 @@ int find_hole(const LossState* l, uint32_t seq) {
 }
 
 // Remembers a gap; with no free slot the lowest (oldest) gap gives way.
-void add_hole(LossState& h, uint32_t lo, uint32_t hi) {
+void add_hole(LossState& l, uint32_t lo, uint32_t hi) {
   int slot = 0;
   for (int i = 0; i < LossState::kHoles; ++i) {
-    if (h.hole_lo[i] == h.hole_hi[i]) {
+    if (l.hole_lo[i] == l.hole_hi[i]) {
       slot = i;
       break;
     }
-    if (seq_lt(h.hole_lo[i], h.hole_lo[slot])) slot = i;
+    if (seq_lt(l.hole_lo[i], l.hole_lo[slot])) slot = i;
   }
-  h.hole_lo[slot] = lo;
-  h.hole_hi[slot] = hi;
+  l.hole_lo[slot] = lo;
+  l.hole_hi[slot] = hi;
 }
 
 bool addr_in(const Prefix& pfx, const IpAddr& a) {
