@@ -99,8 +99,19 @@ LossState& Tracker::loss(HalfFlow& h) {
       ++emit_.counters->loss_states_exhausted;
       return spill_;
     }
+    count_loss_states();
   }
   return pool_.at(h.loss);
+}
+
+void Tracker::count_loss_states() {
+  emit_.counters->loss_states = pool_.in_use();
+  emit_.counters->loss_states_peak = pool_.peak_in_use();
+}
+
+uint64_t Tracker::unique_bytes(HalfFlow& h) {
+  const LossState* l = loss_if_any(h);
+  return h.bytes - (l ? l->repeat_bytes : 0);
 }
 
 LossState* Tracker::loss_if_any(HalfFlow& h) {
@@ -488,10 +499,13 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   }
   // DSACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second block,
   // reports data received twice: the matching resend was spurious.
+  // The receiver holds data above a hole.
+  const bool sacks_above =
+      p.opt.sack_count > 0 && seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack);
   if (p.opt.sack_count == 0) {
     h.flags &= ~kHfSackHoles;
-  } else if (seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack)) {
-    h.flags |= kHfSackHoles;  // the receiver holds data above a hole
+  } else if (sacks_above) {
+    h.flags |= kHfSackHoles;
   }
   if (p.opt.sack_count > 0) {
     const SackBlock& b0 = p.opt.sack[0];
@@ -532,9 +546,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
           // again on this ACK, even when the hole's resend went out during the first recovery
           // (then no new resend shows it). Measured on the lab captures: loss events exact
           // 27/30 -> 29/30 (reno) and 27/30 -> 30/30 (cubic).
-          if (p.opt.sack_count > 0 && seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack)) {
-            start_loss_event(f, d, false);
-          }
+          if (sacks_above) start_loss_event(f, d, false);
         }
         break;
       case CcState::kTimeoutRecovery:
@@ -632,9 +644,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
   // End-of-connection W_c: a sender that never lost a segment ends with its current window.
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
-    const LossState* l = loss_if_any(h);
-    const uint64_t unique_bytes = h.bytes - (l ? l->repeat_bytes : 0);
-    if (unique_bytes > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
+    if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
       wc_sample(f, d, cwnd_segments(h), WcReason::kEndOfConnection,
                 (h.flags & kHfRoundLimited) != 0);
     }
@@ -662,7 +672,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
     const LossState& l = lp ? *lp : kNoLoss;
     HalfRecord& o = d == Dir::kC2S ? r.c2s : r.s2c;
     o.bytes = h.bytes;
-    o.unique_bytes = h.bytes - l.repeat_bytes;
+    o.unique_bytes = unique_bytes(h);
     o.packets = h.packets;
     o.data_packets = h.data_packets;
     o.rexmt_fast = l.rexmt_fast;
@@ -696,6 +706,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
     if (h.loss != 0) {
       pool_.give_back(h.loss);
       h.loss = 0;
+      count_loss_states();
     }
   }
   emit_.record(r);

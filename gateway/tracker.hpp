@@ -72,6 +72,10 @@ class Tracker {
   LossState& loss(HalfFlow& h);
   // The direction's LossState if it has one.
   LossState* loss_if_any(HalfFlow& h);
+  // Publishes the pool's use to the worker's counters (when a state is taken or returned).
+  void count_loss_states();
+  // Payload bytes seen for the first time at the monitor.
+  uint64_t unique_bytes(HalfFlow& h);
 
   TrackerConfig cfg_;
   Emitter emit_;

@@ -168,8 +168,6 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
     return true;
   });
   counters_.active_flows = table_->size();
-  counters_.loss_states = loss_pool_->in_use();
-  counters_.loss_states_peak = loss_pool_->peak_in_use();
 }
 
 bool Worker::finish_some(uint32_t max_flows) {
@@ -182,8 +180,6 @@ bool Worker::finish_some(uint32_t max_flows) {
     ++counters_.flows_closed;
   });
   counters_.active_flows = left;
-  counters_.loss_states = loss_pool_->in_use();
-  counters_.loss_states_peak = loss_pool_->peak_in_use();
   return left > 0;
 }
 

@@ -47,7 +47,7 @@ struct WorkerCounters {
   uint64_t active_flows = 0;
   uint64_t tcp_option_errors = 0;      // segments kept with malformed options skipped
   uint64_t orphan_resets = 0;          // RST for a connection not in the table (not tracked)
-  uint64_t loss_states = 0;            // directions holding a LossState now (gaps, resends, ...)
+  uint64_t loss_states = 0;            // directions holding a LossState now (set by the tracker)
   uint64_t loss_states_peak = 0;       // the most held at once
   uint64_t loss_states_exhausted = 0;  // LossStates refused by a full pool (never expected)
 

@@ -25,6 +25,19 @@ void handshake(Conn& k, uint64_t syn_to_synack_us = 10'000, uint64_t synack_to_a
   k.c(kC + 1, kS + 1, kAck);
 }
 
+// The handshake with SACK permitted on both sides.
+void sack_handshake(Conn& k) {
+  ParsedPacket syn = k.make(true, kC, 0, kSyn);
+  syn.opt.sack_permitted = true;
+  k.feed(syn);
+  k.wait_us(10'000);
+  ParsedPacket synack = k.make(false, kS, kC + 1, kSyn | kAck);
+  synack.opt.sack_permitted = true;
+  k.feed(synack);
+  k.wait_us(10'000);
+  k.c(kC + 1, kS + 1, kAck);
+}
+
 const Sample* find_sample(const std::vector<Sample>& v, SampleKind kind, int nth = 0) {
   for (const Sample& s : v) {
     if (s.kind == kind && nth-- == 0) return &s;
@@ -225,14 +238,7 @@ TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
   EXPECT_EQ(recs[0].s2c.rexmt_packets, 1u);
 
   Conn m;
-  ParsedPacket s1 = m.make(true, kC, 0, kSyn);
-  s1.opt.sack_permitted = true;
-  m.feed(s1);
-  m.wait_us(10'000);
-  ParsedPacket s2 = m.make(false, kS, kC + 1, kSyn | kAck);
-  s2.opt.sack_permitted = true;
-  m.feed(s2);
-  m.c(kC + 1, kS + 1, kAck);
+  sack_handshake(m);
   for (int i = 0; i < 4; ++i) m.s(b + i * kMss, kC + 1, kAck, kMss);
   m.wait_us(20'000);
   m.c(kC + 1, b + kMss, kAck);
@@ -254,15 +260,7 @@ TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
 // first recovery. The wire then shows no new resend: the full ACK's SACK block is the only sign.
 TEST(Tracker, FullAckStillReportingAHoleStartsASecondRecovery) {
   Conn k;
-  ParsedPacket syn = k.make(true, kC, 0, kSyn);
-  syn.opt.sack_permitted = true;
-  k.feed(syn);
-  k.wait_us(10'000);
-  ParsedPacket synack = k.make(false, kS, kC + 1, kSyn | kAck);
-  synack.opt.sack_permitted = true;
-  k.feed(synack);
-  k.wait_us(10'000);
-  k.c(kC + 1, kS + 1, kAck);
+  sack_handshake(k);
   const uint32_t b = kS + 1;
   auto seg = [&](uint32_t i) { return b + i * kMss; };
   auto sack_ack = [&](uint32_t ack, std::vector<SackBlock> blocks) {
