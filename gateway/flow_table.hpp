@@ -144,7 +144,8 @@ class FlowTable {
 class LossPool {
  public:
   // `prefault_states`: how many to commit at start (a live port: no page fault on the packet
-  // path until more than these are in use at once).
+  // path until more than these are in use at once). commit_ahead() keeps as many committed
+  // beyond the most ever in use.
   LossPool(uint32_t capacity, uint32_t prefault_states = 0);
 
   // A zeroed state's index (>= 1), or 0 when all are in use.
@@ -168,8 +169,19 @@ class LossPool {
   uint32_t in_use() const { return fresh_ - free_count_; }
   uint32_t peak_in_use() const { return fresh_; }  // states ever committed
 
+  // Control side, from another thread than the one taking states: commits the memory of the
+  // states up to `peak_seen` + `prefault_states` (`peak_seen`: the worker's published
+  // peak_in_use()), so that the packet path takes no page fault while the states in use grow by
+  // less than that between two calls. MADV_POPULATE_WRITE maps pages without writing to them:
+  // safe beside the owner's writes. Returns the states committed by this call (0: nothing to do,
+  // no system call).
+  uint32_t commit_ahead(uint32_t peak_seen);
+  uint32_t committed() const { return committed_; }  // control side
+
  private:
   uint32_t capacity_;
+  uint32_t ahead_;      // prefault_states
+  uint32_t committed_;  // states whose memory is committed; touched by commit_ahead() only
   uint32_t fresh_ = 0;  // states handed out fresh so far: 1..fresh_ have been used
   uint32_t free_count_ = 0;
   std::unique_ptr<LossState[], Unmap> states_;

@@ -147,7 +147,8 @@ struct WorkerCtx {
   std::atomic<bool> done{false};
   uint64_t start_tsc = 0;
   uint64_t end_tsc = 0;
-  double cpu_s = 0;  // CPU time of the polling thread: the honest rate on a shared machine
+  double cpu_s = 0;          // CPU time of the polling thread: the honest rate on a shared machine
+  uint64_t page_faults = 0;  // minor faults the polling thread took while polling
   bool all_replay = true;
 
   bool input_exhausted() const {
@@ -229,6 +230,12 @@ double thread_cpu_seconds() {
          static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
 }
 
+uint64_t thread_page_faults() {
+  rusage ru{};
+  getrusage(RUSAGE_THREAD, &ru);
+  return static_cast<uint64_t>(ru.ru_minflt + ru.ru_majflt);
+}
+
 void start_queues(WorkerCtx& c) {
   c.start_tsc = rte_rdtsc();
   for (QueueRef& q : c.queues) q.last_rx_tsc = c.start_tsc;
@@ -245,10 +252,12 @@ uint64_t end_of_input_tsc(const WorkerCtx& c) {
 int worker_lcore_main(void* arg) {
   WorkerCtx& c = *static_cast<WorkerCtx*>(arg);
   const double cpu0 = thread_cpu_seconds();
+  const uint64_t faults0 = thread_page_faults();
   start_queues(c);
   while (!c.stop->load(std::memory_order_relaxed) && !c.input_exhausted()) poll_once(c);
   c.end_tsc = end_of_input_tsc(c);
   c.cpu_s = thread_cpu_seconds() - cpu0;
+  c.page_faults = thread_page_faults() - faults0;
   // Close the remaining flows in slices the main lcore can drain: nothing lost to a full ring.
   while (c.worker->finish_some(c.worker->finish_batch())) {
     while (c.worker->flows().size() > 0 || c.worker->samples().size() > 0) rte_pause();
@@ -550,17 +559,20 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     // Only the main lcore: it polls and drains in turn.
     WorkerCtx& c = *ctxs[0];
     const double cpu0 = thread_cpu_seconds();
+    const uint64_t faults0 = thread_page_faults();
     start_queues(c);
     uint64_t passes = 0;
     while (g_stop_signal == 0 && !c.input_exhausted()) {
       poll_once(c);
       if (++passes % 64 == 0 || rings_need_drain(*c.worker)) {
         out.drain(*c.worker);
+        c.worker->commit_loss_states_ahead();  // here between bursts, not at a fault in one
         maybe_progress();
       }
     }
     c.end_tsc = end_of_input_tsc(c);
     c.cpu_s = thread_cpu_seconds() - cpu0;
+    c.page_faults = thread_page_faults() - faults0;
     while (c.worker->finish_some(c.worker->finish_batch())) out.drain(*c.worker);
     out.drain(*c.worker);
   } else {
@@ -575,7 +587,10 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
         return c->done.load(std::memory_order_acquire);
       });
       const uint64_t before = out.flows_written() + out.samples_written();
-      for (auto& c : ctxs) out.drain(*c->worker);
+      for (auto& c : ctxs) {
+        out.drain(*c->worker);
+        c->worker->commit_loss_states_ahead();
+      }
       if (all_done) break;  // the drain above came after every finish()
       maybe_progress();
       if (out.flows_written() + out.samples_written() == before) usleep(200);
@@ -591,8 +606,12 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   uint64_t first_tsc = UINT64_MAX;
   uint64_t last_tsc = 0;
   double cpu_s = 0;
+  uint64_t page_faults = 0;
+  uint64_t committed_ahead = 0;
   for (const auto& c : ctxs) {
     cpu_s += c->cpu_s;
+    page_faults += c->page_faults;
+    committed_ahead += c->worker->loss_states_committed();
     workers.push_back(c->worker.get());
     rx_packets += c->rx_packets.load();
     filtered += c->filtered.load();
@@ -614,6 +633,13 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       elapsed_s, elapsed_s > 0 ? static_cast<double>(rx_packets) / elapsed_s / 1e6 : 0.0,
       nb_workers, nb_workers == 1 ? "" : "s", cpu_s,
       cpu_s > 0 ? static_cast<double>(rx_packets) / cpu_s / 1e6 : 0.0);
+  // Page faults on the packet path stall a live port's queues: the table and the LossStates
+  // ahead of use are committed outside it (prefault at start, then commit_loss_states_ahead()).
+  std::fprintf(stderr,
+               "dpdk: %llu page faults on the polling threads while polling; LossState memory "
+               "committed for %llu directions\n",
+               static_cast<unsigned long long>(page_faults),
+               static_cast<unsigned long long>(committed_ahead));
   print_port_stats(session.ports);
   return SourceStatus::kOk;
 }

@@ -53,6 +53,16 @@ Worker::Worker(const WorkerConfig& cfg)
 
 Worker::~Worker() = default;
 
+uint32_t Worker::commit_loss_states_ahead() {
+  // A plain read of a counter the worker publishes (as total_counters()): a stale value only
+  // delays the commit to the next call.
+  return loss_pool_->commit_ahead(uint32_t(counters_.loss_states_peak));
+}
+
+uint32_t Worker::loss_states_committed() const {
+  return loss_pool_->committed();
+}
+
 size_t Worker::bytes_per_flow() {
   return sizeof(Flow);
 }

@@ -109,6 +109,11 @@ class Worker {
   // State per tracked connection (one Flow), and the whole table's preallocated footprint.
   // Directions that saw a gap, a resend or a loss hold a LossState more (loss_state_bytes()
   // each) while the flow lives.
+  // Control side (another thread than the worker's): commits LossState memory ahead of the
+  // worker's published peak (LossPool::commit_ahead), so that a live port's packet path takes no
+  // page fault as more connections go through losses. Returns the states committed.
+  uint32_t commit_loss_states_ahead();
+  uint32_t loss_states_committed() const;  // control side
   static size_t bytes_per_flow();
   static size_t loss_state_bytes();
   size_t table_bytes() const;

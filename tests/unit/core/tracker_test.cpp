@@ -1,6 +1,7 @@
 // One scenario per TCP behaviour the tracker must tell apart. Expected values come from the
 // scenario itself (what the simulated sender did), never from the tracker's output.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cmath>
@@ -678,6 +679,41 @@ TEST(LossPool, HandsOutZeroedStatesLastFreedFirstAndRefusesWhenEmpty) {
   EXPECT_EQ(pool.take(), 0u);  // all in use
   EXPECT_EQ(pool.in_use(), 3u);
   EXPECT_EQ(pool.peak_in_use(), 3u);
+}
+
+// Whether the page holding `p` is in memory (mincore(2) on anonymous memory).
+static bool resident(const void* p) {
+  const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(4095);
+  unsigned char v = 0;
+  if (mincore(reinterpret_cast<void*>(page), 4096, &v) != 0) return false;
+  return (v & 1) != 0;
+}
+
+TEST(LossPool, CommitAheadMapsStatesBeyondThePeakBeforeTheyAreTaken) {
+  // 2M states (128 MiB reserved), 100,000 committed at start, as a live port's worker does.
+  const uint32_t ahead = 100'000;
+  LossPool pool(2'000'000, ahead);
+  EXPECT_EQ(pool.committed(), ahead);
+  EXPECT_TRUE(resident(&pool.at(ahead)));
+  EXPECT_FALSE(resident(&pool.at(400'000)));  // 19 MiB further: untouched
+  // Less than half the margin used: no system call.
+  EXPECT_EQ(pool.commit_ahead(40'000), 0u);
+  EXPECT_EQ(pool.committed(), ahead);
+  EXPECT_EQ(pool.commit_ahead(60'000), 60'000u);  // up to peak + margin
+  EXPECT_EQ(pool.committed(), 160'000u);
+  EXPECT_TRUE(resident(&pool.at(160'000)));
+  EXPECT_FALSE(resident(&pool.at(400'000)));
+  EXPECT_EQ(pool.commit_ahead(300'000), 240'000u);
+  EXPECT_TRUE(resident(&pool.at(400'000)));
+  EXPECT_EQ(pool.commit_ahead(1'990'000), 1'600'000u);  // never past the capacity
+  EXPECT_EQ(pool.committed(), 2'000'000u);
+  EXPECT_EQ(pool.commit_ahead(2'000'000), 0u);
+  // Committing wrote nothing: the states still read as zero.
+  EXPECT_EQ(pool.at(400'000).rexmt_fast, 0u);
+  EXPECT_EQ(pool.at(400'000).hole_hi[2], 0u);
+  // A pool that commits as states are used (files) never commits ahead.
+  LossPool lazy(1000);
+  EXPECT_EQ(lazy.commit_ahead(500), 0u);
 }
 
 TEST(Tracker, OnlyADirectionWithAGapOrResendHoldsALossStateAndCloseReturnsIt) {
