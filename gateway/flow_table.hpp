@@ -171,10 +171,10 @@ class LossPool {
 
   // Control side, from another thread than the one taking states: commits the memory of the
   // states up to `peak_seen` + `prefault_states` (`peak_seen`: the worker's published
-  // peak_in_use()), so that the packet path takes no page fault while the states in use grow by
-  // less than that between two calls. MADV_POPULATE_WRITE maps pages without writing to them:
-  // safe beside the owner's writes. Returns the states committed by this call (0: nothing to do,
-  // no system call).
+  // peak_in_use()) once less than half that margin is left, so that the packet path takes no
+  // page fault while the states in use grow by less than prefault_states / 2 between two calls.
+  // MADV_POPULATE_WRITE maps pages without writing to them: safe beside the owner's writes.
+  // Returns the states committed by this call (0: nothing to do, no system call).
   uint32_t commit_ahead(uint32_t peak_seen);
   uint32_t committed() const { return committed_; }  // control side
 
