@@ -70,8 +70,8 @@ def test_gateway_survives_redis_outage_and_catches_up():
         # The first flush fails 100 ms in, possibly before the replay ends (a loaded machine):
         # wait for the replay, then every frame of the capture must have been read
         # (MANIFEST.tsv: 1942), and no more.
-        poll(lambda: metric(metrics_port, 'spand_packets_received_total') == 1942 or gw.poll() is not None,
-             'the replay to read all 1942 frames')
+        poll(lambda: (metric(metrics_port, 'spand_packets_received_total') == 1942
+                      or gw.poll() is not None), 'the replay to read all 1942 frames')
         assert gw.poll() is None, 'the gateway must keep running without Redis'
         assert metric(metrics_port, 'spand_packets_received_total') == 1942
 
