@@ -140,7 +140,7 @@ void Collector::drain(Worker& w) {
       } else if (s.kind == SampleKind::kRtt) {
         ++rtt_samples_;
       }
-      if (s.kind != SampleKind::kDecrease) prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
+      if (is_aggregated(s.kind)) prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
       if (samples_) {
         const std::string line = sample_to_json(s, opts_.prefix);
         std::fwrite(line.data(), 1, line.size(), samples_);

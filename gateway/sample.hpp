@@ -12,6 +12,10 @@ namespace spand {
 // kDecrease is the multiplicative decrease measured after one loss (--samples-out only: it is
 // not aggregated).
 enum class SampleKind : uint8_t { kWc = 0, kRtt = 1, kNewConnection = 2, kDecrease = 3 };
+// The kinds the per-prefix aggregation (the prefix summary and the Redis writer) takes.
+inline bool is_aggregated(SampleKind k) {
+  return k == SampleKind::kWc || k == SampleKind::kRtt;
+}
 
 // Why a W_c sample was taken (DESIGN.md, "W_c sample").
 enum class WcReason : uint8_t {

@@ -483,6 +483,10 @@ void Tracker::end_round(Flow& f, Dir d) {
       h.flags &= ~kHfMdPending;
     }
   }
+  start_round(h);
+}
+
+void Tracker::start_round(HalfFlow& h) {
   h.round_end = h.snd_max;
   h.round_flight_seg = 0;
   h.flags &= ~kHfRoundLimited;
@@ -497,8 +501,6 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     h.flags |= kHfAckKnown;
     return;
   }
-  // DSACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second block,
-  // reports data received twice: the matching resend was spurious.
   // The receiver holds data above a hole.
   const bool sacks_above =
       p.opt.sack_count > 0 && seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack);
@@ -507,6 +509,8 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   } else if (sacks_above) {
     h.flags |= kHfSackHoles;
   }
+  // DSACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second block,
+  // reports data received twice: the matching resend was spurious.
   if (p.opt.sack_count > 0) {
     const SackBlock& b0 = p.opt.sack[0];
     const bool dsack =
@@ -537,11 +541,8 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
         if (seq_ge(ack, loss(h).recover)) {  // full ACK: deflate to ssthresh
           h.cc = CcState::kCongestionAvoidance;
           h.cwnd_q16 = clamp_cwnd(uint64_t(h.ssthresh_seg) * kQ16);
-          if (h.flags & kHfMdPending) {  // the decrease is read on a round wholly after recovery
-            h.round_end = h.snd_max;
-            h.round_flight_seg = 0;
-            h.flags &= ~kHfRoundLimited;
-          }
+          // The decrease is read on a round wholly after recovery.
+          if (h.flags & kHfMdPending) start_round(h);
           // A full ACK that still SACKs data above a hole: Linux leaves recovery and enters it
           // again on this ACK, even when the hole's resend went out during the first recovery
           // (then no new resend shows it). Measured on the lab captures: loss events exact
@@ -628,7 +629,9 @@ void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
 void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited) {
   HalfFlow& h = f.h(d);
   if (h.wc_count < 2) {
-    loss(h).wc_first[h.wc_count] = sat16(wc_seg);
+    // A loss sample is kept in the LossState its loss took; the end-of-connection one (the
+    // only one of a direction that saw no loss) goes into the record in close().
+    if (why != WcReason::kEndOfConnection) loss(h).wc_first[h.wc_count] = sat16(wc_seg);
     if (limited) h.flags |= h.wc_count == 0 ? kHfWcLimited0 : kHfWcLimited1;
   }
   if (h.wc_count != UINT8_MAX) ++h.wc_count;
@@ -642,11 +645,13 @@ void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limi
 
 void Tracker::close(Flow& f, CloseReason reason) {
   // End-of-connection W_c: a sender that never lost a segment ends with its current window.
+  uint16_t end_wc[2] = {};
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
     if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
-      wc_sample(f, d, cwnd_segments(h), WcReason::kEndOfConnection,
-                (h.flags & kHfRoundLimited) != 0);
+      const uint32_t w = cwnd_segments(h);
+      end_wc[static_cast<int>(d)] = sat16(w);
+      wc_sample(f, d, w, WcReason::kEndOfConnection, (h.flags & kHfRoundLimited) != 0);
     }
   }
   FlowRecord r;
@@ -696,6 +701,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.wc_count = h.wc_count;
     o.wc_kept = std::min<uint8_t>(h.wc_count, 2);
     for (int i = 0; i < o.wc_kept; ++i) o.wc_segments[i] = l.wc_first[i];
+    if (end_wc[static_cast<int>(d)]) o.wc_segments[0] = end_wc[static_cast<int>(d)];
     o.wc_cwnd_limited_mask =
         uint8_t(((h.flags & kHfWcLimited0) ? 1 : 0) | ((h.flags & kHfWcLimited1) ? 2 : 0));
     o.md_permille = l.md_permille;

@@ -61,6 +61,8 @@ class Tracker {
   void on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us);
   void start_loss_event(Flow& f, Dir d, bool timeout);
   void end_round(Flow& f, Dir d);
+  // A new round (one flight) begins at snd_max.
+  static void start_round(HalfFlow& h);
   void rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src);
   void wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited);
   Sample base_sample(const Flow& f, SampleKind kind) const;

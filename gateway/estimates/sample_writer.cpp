@@ -32,7 +32,7 @@ void SampleWriter::set_flush_observer(FlushObserver f) {
 }
 
 void SampleWriter::add(const Sample& s) {
-  if (s.kind != SampleKind::kWc && s.kind != SampleKind::kRtt) return;  // not aggregated
+  if (!is_aggregated(s.kind)) return;
   uint64_t sec = s.ts_ns / 1'000'000'000ULL;
   Key k{prefix_of(s.client, opts_.prefix), sec - sec % opts_.bucket_s, s.origin};
   pending_[k].add(s);
