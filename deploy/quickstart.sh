@@ -23,8 +23,8 @@ echo "== spand-gateway --pcap $capture --redis redis://127.0.0.1:$port"
 ./build/spand-gateway --pcap "$capture" --redis "redis://127.0.0.1:$port" --min-samples 1 \
   --flows-out "$out/flows.jsonl" --samples-out "$out/samples.jsonl" --prefix-summary
 echo "== Redis now holds $(redis-cli -p "$port" --scan --pattern 'spand:*' | wc -l) spand keys"
-if [ -x build/gateway/service/spand-estimates ] && [ -x build/tools/spandctl ]; then
-  ./build/gateway/service/spand-estimates --redis "redis://127.0.0.1:$port" --grpc-listen 127.0.0.1:50551 \
+if [ -x build/gateway/control/spand-estimates ] && [ -x build/tools/spandctl ]; then
+  ./build/gateway/control/spand-estimates --redis "redis://127.0.0.1:$port" --grpc-listen 127.0.0.1:50551 \
     --min-samples 1 >"$out/estimates.log" 2>&1 &
   est=$!
   trap 'kill $est 2>/dev/null; kill "$(cat "$out/redis.pid")" 2>/dev/null || true' EXIT

@@ -13,6 +13,9 @@ echo "== format: clang-format --dry-run on the project's C/C++ sources"
 git ls-files '*.cpp' '*.hpp' '*.h' '*.c' | grep -v '^agents/spand-agent/bpf/' |
   xargs clang-format --dry-run --Werror
 
+echo "== planes: no include from a lower plane to a higher one"
+python3 tests/check_planes.py
+
 echo "== build (warnings as errors)"
 [ -d build-test ] || meson setup build-test -Dwerror=true -Dtests=true
 ninja -C build-test -j "$jobs"

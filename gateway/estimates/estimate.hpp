@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "prefix.hpp"
+#include "dataplane/prefix.hpp"
 
 namespace spand {
 

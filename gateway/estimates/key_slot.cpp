@@ -1,4 +1,4 @@
-#include "key_slot.hpp"
+#include "estimates/key_slot.hpp"
 
 #include <array>
 

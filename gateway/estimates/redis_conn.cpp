@@ -1,11 +1,11 @@
-#include "redis_conn.hpp"
+#include "estimates/redis_conn.hpp"
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <fstream>
 
-#include "sha1.hpp"
+#include "estimates/sha1.hpp"
 
 namespace spand {
 

@@ -1,11 +1,11 @@
-#include "redis_executor.hpp"
+#include "estimates/redis_executor.hpp"
 
 #include <algorithm>
 #include <array>
 #include <deque>
 #include <random>
 
-#include "key_slot.hpp"
+#include "estimates/key_slot.hpp"
 
 namespace spand {
 

@@ -1,4 +1,4 @@
-#include "redis_schema.hpp"
+#include "estimates/redis_schema.hpp"
 
 #include <arpa/inet.h>
 

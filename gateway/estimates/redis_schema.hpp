@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "prefix.hpp"
-#include "redis_conn.hpp"
+#include "dataplane/prefix.hpp"
+#include "estimates/redis_conn.hpp"
 
 namespace spand {
 

@@ -1,10 +1,10 @@
-#include "redis_store.hpp"
+#include "estimates/redis_store.hpp"
 
 #include <algorithm>
 #include <cstdlib>
 #include <random>
 
-#include "redis_schema.hpp"
+#include "estimates/redis_schema.hpp"
 
 namespace spand {
 
@@ -45,7 +45,7 @@ bool parse_window_reply(const RedisReply& r, Accumulator& out, std::string& erro
 
 }  // namespace
 
-bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out,
+bool redis_store_options_from(const EstimatesOptions& opts, RedisStoreOptions& out,
                               std::string& error) {
   out = RedisStoreOptions{};
   out.window.window_s = opts.window_s;

@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "control_plane.hpp"
+#include "estimates/estimates_options.hpp"
+#include "estimates/redis_executor.hpp"
 #include "estimates/store.hpp"
-#include "redis_executor.hpp"
 
 namespace spand {
 
@@ -27,7 +27,7 @@ struct RedisStoreOptions {
 
 // Fills store options from the gateway's options: redis_url or redis_cluster_seeds, the password
 // file, window and bucket. False with `error` on a malformed URL or an unreadable file.
-bool redis_store_options_from(const ControlOptions& opts, RedisStoreOptions& out,
+bool redis_store_options_from(const EstimatesOptions& opts, RedisStoreOptions& out,
                               std::string& error);
 
 // A bucket update as the writer hands it over: `seq` (assigned by the store on the first try,

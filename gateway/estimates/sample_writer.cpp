@@ -1,8 +1,8 @@
-#include "sample_writer.hpp"
+#include "estimates/sample_writer.hpp"
 
 namespace spand {
 
-SampleWriterOptions writer_options_from(const ControlOptions& opts) {
+SampleWriterOptions writer_options_from(const EstimatesOptions& opts) {
   SampleWriterOptions w;
   w.flush_interval_ms = opts.flush_interval_ms;
   w.bucket_s = opts.bucket_s ? opts.bucket_s : 10;

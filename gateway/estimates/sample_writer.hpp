@@ -16,8 +16,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "control_plane.hpp"
-#include "redis_store.hpp"
+#include "estimates/estimates_options.hpp"
+#include "estimates/redis_store.hpp"
 
 namespace spand {
 
@@ -30,7 +30,7 @@ struct SampleWriterOptions {
   bool background = true;
 };
 
-SampleWriterOptions writer_options_from(const ControlOptions& opts);
+SampleWriterOptions writer_options_from(const EstimatesOptions& opts);
 
 struct WriterStats {
   uint64_t samples_added = 0;

@@ -1,4 +1,4 @@
-#include "sha1.hpp"
+#include "estimates/sha1.hpp"
 
 #include <array>
 #include <cstdint>

@@ -1,4 +1,4 @@
-#include "address.hpp"
+#include "service/address.hpp"
 
 #include <arpa/inet.h>
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "prefix.hpp"
+#include "dataplane/prefix.hpp"
 
 namespace spand {
 

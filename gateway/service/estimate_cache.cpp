@@ -1,4 +1,4 @@
-#include "estimate_cache.hpp"
+#include "service/estimate_cache.hpp"
 
 #include <algorithm>
 

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "prefix.hpp"
+#include "dataplane/prefix.hpp"
 
 namespace spand {
 

@@ -1,4 +1,4 @@
-#include "metrics.hpp"
+#include "service/metrics.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "packet.hpp"
+#include "dataplane/packet.hpp"
+#include "dataplane/worker.hpp"
 #include "spand/v1/estimates.pb.h"
-#include "worker.hpp"
 
 namespace spand {
 

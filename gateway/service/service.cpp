@@ -1,4 +1,4 @@
-#include "service.hpp"
+#include "service/service.hpp"
 
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/alarm.h>
@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "address.hpp"
-#include "health.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "service/address.hpp"
 
 namespace spand {
 namespace {

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "core.hpp"
-#include "metrics.hpp"
+#include "service/estimates_core.hpp"
+#include "service/metrics.hpp"
+#include "service/watch_hub.hpp"
 #include "spand/v1/estimates.grpc.pb.h"
-#include "watch_hub.hpp"
 
 namespace spand {
 

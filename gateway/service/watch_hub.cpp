@@ -1,4 +1,4 @@
-#include "watch_hub.hpp"
+#include "service/watch_hub.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -17,8 +17,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "core.hpp"
-#include "prefix.hpp"
+#include "dataplane/prefix.hpp"
+#include "service/estimates_core.hpp"
 
 namespace spand {
 

@@ -1,4 +1,4 @@
-#include "window_pipe.hpp"
+#include "service/window_pipe.hpp"
 
 #include <fcntl.h>
 #include <netdb.h>

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core.hpp"
 #include "estimates/redis_store.hpp"
+#include "service/estimates_core.hpp"
 
 namespace spand {
 

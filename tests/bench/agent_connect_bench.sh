@@ -21,7 +21,7 @@ set -euo pipefail
 build=${1:?usage: $0 BUILD_DIR [CONNECTIONS] [ROUNDS]}
 n=${2:-100000}
 rounds=${3:-5}
-bench=$build/agents/spand-agent/agent_connect_bench
+bench=$build/tests/bench/agent_connect_bench
 agent=$build/agents/spand-agent/spand-agent
 cg2=/sys/fs/cgroup/unified
 [[ -f $cg2/cgroup.procs ]] || cg2=/sys/fs/cgroup

@@ -176,7 +176,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
 done
 
 echo "== (e) state per tracked connection"
-g++ -std=c++20 -O2 -I"$root/gateway" "$here/gateway_bench_sizes.cpp" "$build/gateway/libspand_core.a" \
+g++ -std=c++20 -O2 -I"$root/gateway" "$here/gateway_bench_sizes.cpp" "$build/gateway/dataplane/libspand_dataplane.a" \
   -o "$WORK/gateway_bench_sizes" || die "cannot build gateway_bench_sizes"
 "$WORK/gateway_bench_sizes" | tee "$WORK/sizes.txt"
 bpf=$(awk '/bytes_per_flow/ {print $2}' "$WORK/sizes.txt")

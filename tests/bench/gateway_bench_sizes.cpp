@@ -2,7 +2,7 @@
 // what the flow table reserves per slot (entry + probe tag) at the default capacity.
 #include <cstdio>
 
-#include "worker.hpp"
+#include "dataplane/worker.hpp"
 
 int main() {
   spand::WorkerConfig cfg;

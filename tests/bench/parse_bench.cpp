@@ -14,9 +14,9 @@
 #include <thread>
 #include <vector>
 
+#include "dataplane/parse.hpp"
 #include "machine.hpp"
 #include "packet_builder.hpp"
-#include "parse.hpp"
 
 namespace {
 

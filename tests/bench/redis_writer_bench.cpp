@@ -14,11 +14,11 @@
 #include <memory>
 #include <string>
 
+#include "estimates/redis_schema.hpp"
+#include "estimates/redis_store.hpp"
+#include "estimates/sample_writer.hpp"
 #include "machine.hpp"
 #include "redis_harness.hpp"
-#include "redis_schema.hpp"
-#include "redis_store.hpp"
-#include "sample_writer.hpp"
 #include "test_data.hpp"
 
 using namespace spand;

@@ -52,15 +52,15 @@ redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$
 rpid=$!
 pids+=($rpid)
 wait_port "$rport"
-"$build/gateway/service/service_bench_populate" "redis://127.0.0.1:$rport" "$prefixes" "$tmp/data.json"
+"$build/tests/bench/service_bench_populate" "redis://127.0.0.1:$rport" "$prefixes" "$tmp/data.json"
 if [[ -n $baseline ]]; then
-  "$baseline/gateway/service/service_bench_populate" "redis://127.0.0.1:$rport" "$prefixes" "$tmp/base.json"
+  "$baseline/tests/bench/service_bench_populate" "redis://127.0.0.1:$rport" "$prefixes" "$tmp/base.json"
 fi
 echo "redis keys: $(redis-cli -p "$rport" dbsize)"
 
 run_case() { # label cache_ttl_ms data_file [build_dir [concurrency [ghz [read_connections]]]]
   local gport; gport=$(free_port)
-  "${4:-$build}/gateway/service/spand-estimates" --redis "redis://127.0.0.1:$rport" --grpc-listen "127.0.0.1:$gport" \
+  "${4:-$build}/gateway/control/spand-estimates" --redis "redis://127.0.0.1:$rport" --grpc-listen "127.0.0.1:$gport" \
     --clock wall --cache-ttl-ms "$2" --read-connections "${7:-$read_conns}" >"$tmp/replica.log" 2>&1 &
   local rp=$!
   pids+=($rp)

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "control_plane.hpp"
+#include "control/control_plane.hpp"
 #include "estimates/redis_store.hpp"
 
 int main(int argc, char** argv) {

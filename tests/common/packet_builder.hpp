@@ -14,8 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "packet.hpp"
-#include "parse.hpp"
+#include "dataplane/packet.hpp"
+#include "dataplane/parse.hpp"
 
 namespace spand::test {
 

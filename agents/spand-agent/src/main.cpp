@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -376,12 +377,30 @@ int run(int argc, char** argv) {
         cfg.static_prefixes.push_back(*p);
         break;
       }
-      case kMaxCwnd:
-        cfg.policy.max_initial_cwnd = static_cast<uint32_t>(std::stoul(val));
+      case kMaxCwnd: {
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long v = std::strtoul(val.c_str(), &end, 10);
+        if (val.empty() || *end || errno || val[0] == '-' || v < 1 || v > 65535) {
+          std::fprintf(stderr, "spand-agent: --max-initial-cwnd '%s': expected 1..65535\n",
+                       val.c_str());
+          return kExitUsage;
+        }
+        cfg.policy.max_initial_cwnd = static_cast<uint32_t>(v);
         break;
-      case kMinSamples:
-        cfg.policy.min_samples = std::stoull(val);
+      }
+      case kMinSamples: {
+        char* end = nullptr;
+        errno = 0;
+        const unsigned long long v = std::strtoull(val.c_str(), &end, 10);
+        if (val.empty() || *end || errno || val[0] == '-') {
+          std::fprintf(stderr, "spand-agent: --min-samples '%s': expected a count >= 0\n",
+                       val.c_str());
+          return kExitUsage;
+        }
+        cfg.policy.min_samples = v;
         break;
+      }
       case kMetrics:
         cfg.metrics_listen = val;
         break;

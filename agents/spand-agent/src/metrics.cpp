@@ -74,7 +74,7 @@ struct AgentMetrics::Impl {
                             .Name("spand_agent_program_events_total")
                             .Help("Events counted by the sock_ops program")
                             .Register(*registry);
-    // Same order as enum spand_stat in bpf/spand_maps.h.
+    // Same order as enum spand_stat in libspand/spand_maps.h.
     for (const char* ev :
          {"lookup", "applied", "iw_failed", "clamp_failed", "pacing_failed", "cc_failed",
           "pacing_lifted", "clamp_raised", "tune_applied", "state_full", "rto_seeded",

@@ -4,7 +4,7 @@
 // an HTB root qdisc with handle SPAND_HTB_MAJOR: and no default class (unclassified traffic goes
 // through HTB's direct queue, unshaped), and one leaf class per pacing-rate bin and copy (rate =
 // ceil = the bin's rate, burst and cburst SPAND_PACE_BURST_FRAMES frames of the device's MTU).
-// The sock_ops program selects a class through the socket's priority (bpf/spand_maps.h).
+// The sock_ops program selects a class through the socket's priority (libspand/spand_maps.h).
 //
 // A device whose root qdisc was set up by someone else (a nonzero handle that is not ours) is
 // refused rather than replaced. Our own root qdisc from an earlier instance is replaced. stop()

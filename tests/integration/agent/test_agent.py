@@ -21,6 +21,8 @@ TUNE_SERVER = os.environ.get("TUNE_SERVER", "agent_tune_server")
 ESTIMATES = os.environ.get("SPAND_ESTIMATES", "")
 PORT = 8080
 SIZE = 200_000          # response bytes on PORT: 139 segments of 1448
+# The agent's /metrics port inside the test's own network namespace (nothing else listens there).
+AGENT_METRICS_PORT = 19465
 WC, RTT_MS = 40, 20.0   # the estimate for 10.77.1.0/24
 EXPECTED = cwnd_opt(WC, -(-SIZE // MSS), 1)
 
@@ -410,7 +412,7 @@ def test_refuses_without_privileges():
 def test_unreachable_service_keeps_defaults_and_counts():
     with Lab("sa8") as lab:
         agent = lab.start(lab.in_srv([AGENT, "--mode", "bpf", "--cgroup", lab.cgroup,
-                                      "--server", "127.0.0.1:1", "--metrics", "127.0.0.1:19465",
+                                      "--server", "127.0.0.1:1", "--metrics", "127.0.0.1:%d" % AGENT_METRICS_PORT,
                                       "-p", "%d:%d" % (PORT, SIZE), "-P", "10.77.1.0/24"]))
         agent.wait_line(r"running mode=bpf")
         start_server(lab)
@@ -423,8 +425,8 @@ def test_unreachable_service_keeps_defaults_and_counts():
         while True:
             text = subprocess.run(lab.in_srv([
                 "/usr/bin/python3", "-c",
-                "import urllib.request as u; print(u.urlopen('http://127.0.0.1:19465/metrics')"
-                ".read().decode())"]), capture_output=True, text=True).stdout
+                "import urllib.request as u; print(u.urlopen('http://127.0.0.1:%d/metrics')"
+                ".read().decode())" % AGENT_METRICS_PORT]), capture_output=True, text=True).stdout
             errors = re.search(r"^spand_agent_grpc_errors_total (\S+)", text, re.M)
             unavailable = re.search(
                 r'^spand_agent_estimates_skipped_total\{reason="unavailable"\} (\S+)', text, re.M)
@@ -543,3 +545,12 @@ def test_bbr_resets_ssthresh_unless_prefix_gets_cubic():
         cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
         assert (cwnd, ssthresh) == (EXPECTED, EXPECTED)
         agent.stop()
+
+
+def test_numeric_flags_reject_non_numbers():
+    for flag in ("--max-initial-cwnd", "--min-samples"):
+        for bad in ("abc", "", "-1", "12x"):
+            r = subprocess.run([AGENT, "--dry-run", "--estimates-file", "/dev/null", flag, bad],
+                               capture_output=True, text=True)
+            assert r.returncode == 2, (flag, bad, r.returncode, r.stderr)
+            assert flag in r.stderr

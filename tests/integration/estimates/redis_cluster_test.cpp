@@ -6,11 +6,11 @@
 #include <memory>
 #include <set>
 
-#include "key_slot.hpp"
+#include "estimates/key_slot.hpp"
+#include "estimates/redis_schema.hpp"
+#include "estimates/redis_store.hpp"
+#include "estimates/sample_writer.hpp"
 #include "redis_harness.hpp"
-#include "redis_schema.hpp"
-#include "redis_store.hpp"
-#include "sample_writer.hpp"
 #include "test_data.hpp"
 
 namespace spand::test {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "redis_conn.hpp"
+#include "estimates/redis_conn.hpp"
 
 namespace spand::test {
 

@@ -3,11 +3,11 @@
 
 #include <memory>
 
-#include "estimate.hpp"
+#include "estimates/estimate.hpp"
+#include "estimates/redis_schema.hpp"
+#include "estimates/redis_store.hpp"
+#include "estimates/sample_writer.hpp"
 #include "redis_harness.hpp"
-#include "redis_schema.hpp"
-#include "redis_store.hpp"
-#include "sample_writer.hpp"
 #include "test_data.hpp"
 
 namespace spand::test {

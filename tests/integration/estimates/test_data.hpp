@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "prefix.hpp"
-#include "sample.hpp"
+#include "dataplane/prefix.hpp"
+#include "dataplane/sample.hpp"
 
 namespace spand::test {
 

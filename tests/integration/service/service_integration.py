@@ -28,7 +28,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 BUILD, SOURCE = sys.argv[1], sys.argv[2]
 GATEWAY = os.path.join(BUILD, "spand-gateway")
-REPLICA = os.path.join(BUILD, "gateway", "service", "spand-estimates")
+REPLICA = os.path.join(BUILD, "gateway", "control", "spand-estimates")
 SPANDCTL = os.path.join(BUILD, "tools", "spandctl")
 DESCRIPTOR = os.path.join(BUILD, "proto", "spand", "v1", "estimates.desc")
 PCAPS = os.path.join(SOURCE, "pcaps", "real")

@@ -1,4 +1,4 @@
-// The pacing-class bins shared by the sock_ops program and the agent (bpf/spand_maps.h): every
+// The pacing-class bins shared by the sock_ops program and the agent (libspand/spand_maps.h): every
 // rate maps to the highest bin whose rate does not exceed it, bins are at most 12.5 % apart,
 // and class ids are distinct, under HTB's major and with the low four bits clear.
 #include <gtest/gtest.h>

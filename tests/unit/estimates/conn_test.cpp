@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "redis_conn.hpp"
-#include "redis_executor.hpp"
+#include "estimates/redis_conn.hpp"
+#include "estimates/redis_executor.hpp"
 
 namespace spand {
 namespace {

@@ -1,4 +1,4 @@
-#include "estimate.hpp"
+#include "estimates/estimate.hpp"
 
 #include <gtest/gtest.h>
 

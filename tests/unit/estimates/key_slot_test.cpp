@@ -1,10 +1,10 @@
 // Key slots as the Redis Cluster specification defines them ("Keys distribution model",
 // "Hash tags"); the integration test also compares with a real server's CLUSTER KEYSLOT.
-#include "key_slot.hpp"
+#include "estimates/key_slot.hpp"
 
 #include <gtest/gtest.h>
 
-#include "sha1.hpp"
+#include "estimates/sha1.hpp"
 
 namespace spand {
 namespace {

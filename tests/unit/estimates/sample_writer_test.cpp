@@ -1,4 +1,4 @@
-#include "sample_writer.hpp"
+#include "estimates/sample_writer.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

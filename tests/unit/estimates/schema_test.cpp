@@ -1,7 +1,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
-#include "redis_schema.hpp"
+#include "estimates/redis_schema.hpp"
 
 namespace spand {
 namespace {

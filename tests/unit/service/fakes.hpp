@@ -10,8 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core.hpp"
 #include "estimates/store.hpp"
+#include "service/estimates_core.hpp"
 
 namespace spand::test {
 

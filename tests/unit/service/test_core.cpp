@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "core.hpp"
 #include "fakes.hpp"
+#include "service/estimates_core.hpp"
 
 namespace spand {
 namespace {

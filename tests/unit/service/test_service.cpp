@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "fakes.hpp"
-#include "health.grpc.pb.h"
-#include "service.hpp"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "service/service.hpp"
 
 namespace spand {
 namespace {

@@ -15,9 +15,9 @@
 #include <mutex>
 #include <thread>
 
+#include "control/service_stack.hpp"
 #include "estimates/redis_schema.hpp"
-#include "stack.hpp"
-#include "window_pipe.hpp"
+#include "service/window_pipe.hpp"
 
 namespace spand {
 namespace {

@@ -1,0 +1,68 @@
+// Control side of the gateway: drains workers' rings, writes --flows-out and --samples-out
+// (JSON Lines), aggregates samples per client prefix, and prints the exit summary.
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dataplane/flow_record.hpp"
+#include "dataplane/prefix.hpp"
+#include "dataplane/sample.hpp"
+#include "dataplane/worker.hpp"
+
+namespace spand {
+
+struct OutputOptions {
+  std::string flows_path;    // empty = no flow records
+  std::string samples_path;  // empty = no sample records
+  PrefixConfig prefix;
+};
+
+// Serializes one record as a single JSON object line (no trailing newline). Field names are the
+// documented, stable ones (README, "Flow records" and "Sample records").
+std::string flow_to_json(const FlowRecord& f);
+std::string sample_to_json(const Sample& s, const PrefixConfig& cfg);
+
+class Collector {
+ public:
+  explicit Collector(const OutputOptions& opts);
+  ~Collector();
+  // Opens the output files; false with a message when a path cannot be written.
+  bool open(std::string& error);
+
+  // Pops everything the worker's rings hold. Called from the control thread only.
+  void drain(Worker& w);
+  void flush();
+  void set_elapsed(double seconds) { elapsed_s_ = seconds; }
+  // Extra consumer of every sample (the Redis writer hooks in here). Optional.
+  void set_sample_hook(std::function<void(const Sample&)> hook) { hook_ = std::move(hook); }
+  // Called after every drain with the newest capture time and every worker drained so far (the
+  // control plane's flush and metrics cadence).
+  using TickHook = std::function<void(uint64_t capture_now_ns, const std::vector<const Worker*>&)>;
+  void set_tick_hook(TickHook hook) { tick_hook_ = std::move(hook); }
+
+  void print_summary(FILE* out, const std::vector<const Worker*>& workers) const;
+  void print_prefix_summary(FILE* out) const;
+
+  uint64_t flows_written() const { return flows_written_; }
+  uint64_t samples_written() const { return samples_written_; }
+  const std::unordered_map<Prefix, Accumulator, PrefixHash>& prefixes() const { return prefixes_; }
+
+ private:
+  OutputOptions opts_;
+  FILE* flows_ = nullptr;
+  FILE* samples_ = nullptr;
+  uint64_t flows_written_ = 0;
+  uint64_t samples_written_ = 0;
+  std::unordered_map<Prefix, Accumulator, PrefixHash> prefixes_;
+  std::function<void(const Sample&)> hook_;
+  double elapsed_s_ = 0;
+  TickHook tick_hook_;
+  std::vector<const Worker*> seen_workers_;
+  uint64_t capture_now_ns_ = 0;
+};
+
+}  // namespace spand

@@ -1,0 +1,70 @@
+// The exit summary and --prefix-summary, on the control side.
+#include <algorithm>
+#include <cinttypes>
+#include <vector>
+
+#include "capture/collector.hpp"
+
+namespace spand {
+
+void Collector::print_summary(FILE* out, const std::vector<const Worker*>& workers) const {
+  const WorkerCounters t = total_counters(workers);
+  uint64_t dropped = 0;
+  for (uint64_t d : t.drops) dropped += d;
+  std::fprintf(out,
+               "summary: %" PRIu64 " frames (%" PRIu64 " bytes), %" PRIu64
+               " TCP packets tracked, %" PRIu64 " dropped\n",
+               t.frames, t.bytes, t.tcp_packets, dropped);
+  if (elapsed_s_ > 0) {
+    std::fprintf(out, "elapsed: %.3f s, %.3f Mpps\n", elapsed_s_, t.frames / elapsed_s_ / 1e6);
+  }
+  std::fprintf(out,
+               "connections: %" PRIu64 " created, %" PRIu64 " closed (%" PRIu64
+               " timed out, %" PRIu64 " evicted from a full table), %" PRIu64
+               " still active, %" PRIu64 " resets for unknown connections\n",
+               t.flows_created, t.flows_closed + t.flows_evicted, t.flows_timed_out,
+               t.flows_evicted, t.active_flows, t.orphan_resets);
+  std::fprintf(out,
+               "samples: %" PRIu64 " W_c, %" PRIu64 " RTT, %" PRIu64
+               " decrease; lost to a full ring: %" PRIu64 " samples, %" PRIu64 " flow records\n",
+               t.samples_wc, t.samples_rtt, t.samples_decrease, t.ring_full_samples,
+               t.ring_full_flows);
+  std::fprintf(out, "outputs: %" PRIu64 " flow records, %" PRIu64 " sample records written\n",
+               flows_written_, samples_written_);
+  std::fprintf(
+      out,
+      "state: %zu B per connection, %zu B more per direction with gaps or resends (%" PRIu64
+      " such directions at the peak)\n",
+      Worker::bytes_per_flow(), Worker::loss_state_bytes(), t.loss_states_peak);
+  if (t.loss_states_exhausted) {
+    std::fprintf(out, "anomaly %-17s %" PRIu64 "\n", "loss_states_refused",
+                 t.loss_states_exhausted);
+  }
+  if (t.tcp_option_errors) {
+    std::fprintf(out, "anomaly %-17s %" PRIu64 "\n", "tcp_option_errors", t.tcp_option_errors);
+  }
+  for (size_t i = 1; i < t.drops.size(); ++i) {
+    if (t.drops[i]) {
+      std::fprintf(out, "drop %-20s %" PRIu64 "\n", drop_name(static_cast<Drop>(i)), t.drops[i]);
+    }
+  }
+}
+
+void Collector::print_prefix_summary(FILE* out) const {
+  std::vector<std::pair<Prefix, Accumulator>> rows(prefixes_.begin(), prefixes_.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+    const uint64_t na = a.second.wc_count + a.second.rtt_count;
+    const uint64_t nb = b.second.wc_count + b.second.rtt_count;
+    if (na != nb) return na > nb;
+    return a.first.to_string() < b.first.to_string();
+  });
+  std::fprintf(out, "%-44s %8s %10s %10s %8s %12s %12s\n", "prefix", "wc_n", "wc_mean", "wc_stddev",
+               "rtt_n", "rtt_mean_ms", "rtt_min_ms");
+  for (const auto& [p, a] : rows) {
+    std::fprintf(out, "%-44s %8" PRIu64 " %10.2f %10.2f %8" PRIu64 " %12.3f %12.3f\n",
+                 p.to_string().c_str(), a.wc_count, a.wc_mean(), a.wc_stddev(), a.rtt_count,
+                 a.rtt_mean_us() / 1000.0, a.rtt_count ? a.rtt_min_us / 1000.0 : 0.0);
+  }
+}
+
+}  // namespace spand

@@ -1,0 +1,186 @@
+// spand-gateway: passive TCP reconstruction from DPDK ports or pcap files.
+//   spand-gateway --pcap FILE [options]
+//   spand-gateway [EAL arguments] -- [options]
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capture/collector.hpp"
+#include "capture/source.hpp"
+#include "control/control_plane.hpp"
+
+namespace {
+
+constexpr const char* kDescription =
+    "spand-gateway reconstructs every TCP connection passively (from a span port through DPDK, "
+    "or from a pcap/pcapng file through libpcap), infers each sender's congestion window, and "
+    "emits W_c and RTT samples per client network.\n\n"
+    "  spand-gateway --pcap FILE [options]            read a capture file (no EAL)\n"
+    "  spand-gateway EAL-ARGS -- [options]            read DPDK ports, e.g.\n"
+    "      spand-gateway --no-huge -m 1024 --no-pci --vdev net_pcap0,rx_pcap=F -- --flows-out -\n";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "spand-gateway: %s\nTry 'spand-gateway --help'.\n", msg.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace spand;
+  // Split "EAL args -- gateway args" (DPDK's convention).
+  std::vector<std::string> eal_args;
+  std::vector<std::string> gw_args;
+  int dashdash = -1;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      dashdash = i;
+      break;
+    }
+  }
+  if (dashdash > 0) {
+    for (int i = 0; i < dashdash; ++i) eal_args.emplace_back(argv[i]);
+    for (int i = dashdash + 1; i < argc; ++i) gw_args.emplace_back(argv[i]);
+  } else {
+    for (int i = 1; i < argc; ++i) gw_args.emplace_back(argv[i]);
+  }
+
+  CLI::App app{kDescription, "spand-gateway"};
+  app.get_formatter()->column_width(36);
+  std::string pcap_path;
+  SourceOptions src;
+  OutputOptions out_opts;
+  ControlOptions ctl;
+  bool prefix_summary = false;
+  bool keep_serving = false;
+  std::vector<std::string> inside;
+  unsigned v4_len = 24, v6_len = 48;
+
+  app.add_option("--pcap", pcap_path, "Read this pcap or pcapng file with libpcap (no EAL)")
+      ->check(CLI::ExistingFile);
+  app.add_option("--filter", src.filter, "Capture filter in libpcap syntax, e.g. 'tcp port 443'");
+  app.add_option("--flows-out", out_opts.flows_path,
+                 "Write one JSON object per connection (JSON Lines) to PATH ('-' = stdout)");
+  app.add_option("--samples-out", out_opts.samples_path,
+                 "Write one JSON object per W_c or RTT sample to PATH ('-' = stdout)");
+  app.add_flag("--prefix-summary", prefix_summary,
+               "At exit, print count and mean of W_c and RTT per client prefix to stdout");
+  app.add_option("--v4-prefix-len", v4_len, "Client prefix length for IPv4")
+      ->default_val(24)
+      ->check(CLI::Range(1, 32));
+  app.add_option("--v6-prefix-len", v6_len, "Client prefix length for IPv6")
+      ->default_val(48)
+      ->check(CLI::Range(1, 128));
+  app.add_option("--inside", inside,
+                 "Server-side network (repeatable); decides roles when no SYN was seen");
+  app.add_option("--flow-capacity", src.worker.flow_capacity,
+                 "Connections tracked at once per worker; when full the oldest idle is evicted")
+      ->default_val(src.worker.flow_capacity)
+      ->check(CLI::Range(1u, 1u << 28));
+  app.add_option("--syn-timeout-ms", src.worker.syn_timeout_ms, "Idle timeout of an unanswered SYN")
+      ->default_val(src.worker.syn_timeout_ms);
+  app.add_option("--idle-timeout-s", src.worker.idle_timeout_s,
+                 "Idle timeout of an established connection")
+      ->default_val(src.worker.idle_timeout_s);
+  app.add_option("--closing-timeout-ms", src.worker.closing_timeout_ms,
+                 "Time a connection stays after FIN/RST before its record is written")
+      ->default_val(src.worker.closing_timeout_ms);
+  app.add_flag("--progress", src.progress, "Print progress to stderr on long inputs");
+
+  auto* cg = app.add_option_group("Estimates", "Redis writer, gRPC estimate service, metrics");
+  cg->add_option("--redis", ctl.redis_url, "Redis URL: redis://[user:password@]host:port");
+  cg->add_option("--redis-cluster", ctl.redis_cluster_seeds,
+                 "Redis Cluster seed nodes host:port (comma separated or repeated)")
+      ->delimiter(',');
+  cg->add_option("--redis-password-file", ctl.redis_password_file,
+                 "Read the Redis password from this file");
+  cg->add_option("--flush-interval-ms", ctl.flush_interval_ms, "Flush accumulators this often")
+      ->default_val(ctl.flush_interval_ms);
+  cg->add_option("--bucket-s", ctl.bucket_s, "Width of a Redis time bucket")
+      ->default_val(ctl.bucket_s)
+      ->check(CLI::Range(1u, 3600u));
+  cg->add_option("--window-s", ctl.window_s, "Sliding window S of the estimate")
+      ->default_val(ctl.window_s)
+      ->check(CLI::Range(1u, 86400u));
+  cg->add_option("--min-samples", ctl.min_samples, "Fewer W_c samples in the window: SLOW_START")
+      ->default_val(ctl.min_samples);
+  cg->add_option("--backlog-max", ctl.backlog_max_updates,
+                 "Unflushed bucket updates kept while Redis is unreachable")
+      ->default_val(ctl.backlog_max_updates);
+  cg->add_option("--grpc-listen", ctl.grpc_listen, "Serve spand.v1.Estimates on HOST:PORT");
+  cg->add_option("--metrics-listen", ctl.metrics_listen, "Serve Prometheus /metrics on HOST:PORT");
+  cg->add_flag("--keep-serving", keep_serving,
+               "After a --pcap replay, keep serving gRPC and metrics until SIGINT/SIGTERM");
+
+  std::vector<std::string> reversed(gw_args.rbegin(), gw_args.rend());
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(e.what());
+  }
+
+  out_opts.prefix.v4_len = uint8_t(v4_len);
+  out_opts.prefix.v6_len = uint8_t(v6_len);
+  ctl.prefix = out_opts.prefix;
+  for (const std::string& net : inside) {
+    Prefix p;
+    if (!parse_prefix(net, p)) return usage_error("--inside: not a network: '" + net + "'");
+    TrackerConfig& t = src.worker.tracker;
+    if (t.inside_count == TrackerConfig::kMaxInside) {
+      return usage_error("--inside: at most " + std::to_string(TrackerConfig::kMaxInside) +
+                         " networks");
+    }
+    t.inside[t.inside_count++] = p;
+  }
+  if (pcap_path.empty() && eal_args.empty()) {
+    return usage_error("no input: give --pcap FILE, or EAL arguments, then --, then options");
+  }
+  if (!pcap_path.empty() && !eal_args.empty()) {
+    return usage_error("--pcap reads a file without DPDK: do not give EAL arguments with it");
+  }
+
+  Collector collector(out_opts);
+  std::string error;
+  if (!collector.open(error)) return usage_error(error);
+
+  std::unique_ptr<ControlPlane> control;
+  const bool wants_control = !ctl.redis_url.empty() || !ctl.redis_cluster_seeds.empty() ||
+                             !ctl.grpc_listen.empty() || !ctl.metrics_listen.empty();
+  if (wants_control) {
+#ifdef SPAND_HAVE_ESTIMATES
+    control = make_control_plane(ctl, error);
+    if (!control) return usage_error(error);
+    collector.set_sample_hook([&control](const Sample& s) {
+      if (s.kind == SampleKind::kNewConnection) {
+        control->on_new_connection(s.client, s.ts_ns);
+      } else {
+        control->on_sample(s);
+      }
+    });
+    collector.set_tick_hook([&control](uint64_t now_ns, const std::vector<const Worker*>& ws) {
+      control->tick(now_ns, ws);
+    });
+#else
+    return usage_error("this build has no estimates component (Redis, gRPC, metrics)");
+#endif
+  }
+
+  SourceStatus st;
+  if (!pcap_path.empty()) {
+    st = run_pcap_source(pcap_path, src, collector, error);
+  } else {
+#ifdef SPAND_HAVE_DPDK
+    st = run_dpdk_source(eal_args, src, collector, error);
+#else
+    return usage_error("this build has no DPDK support; use --pcap FILE");
+#endif
+  }
+  if (!error.empty()) std::fprintf(stderr, "spand-gateway: %s\n", error.c_str());
+  if (control) control->finish(keep_serving && !pcap_path.empty());
+  if (prefix_summary) collector.print_prefix_summary(stdout);
+  return static_cast<int>(st);
+}

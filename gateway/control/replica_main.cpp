@@ -1,0 +1,126 @@
+// spand-estimates: the estimate service without capture, backed by the same Redis as the
+// gateways (a stateless replica; run as many as the agents need). See README, "Estimate service
+// (`spand.v1`)".
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <thread>
+
+#include "control/service_stack.hpp"
+
+namespace {
+std::atomic<bool> g_stop{false};
+void on_signal(int) {
+  g_stop = true;
+}
+
+uint64_t wall_now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace spand;
+  StackOptions so;
+  ControlOptions& c = so.control;
+  c.grpc_listen = "0.0.0.0:50051";
+  std::string clock_mode = "redis";
+  std::string cluster;
+  unsigned v4_len = c.prefix.v4_len, v6_len = c.prefix.v6_len;
+  uint32_t clock_poll_ms = 100;
+
+  CLI::App app{"spand-estimates: stateless replica of the spand.v1 estimate service (no capture)"};
+  app.add_option("--redis", c.redis_url, "Redis URL: redis://[[user]:password@]host[:port]");
+  app.add_option("--cluster", cluster, "Redis Cluster seed nodes, host:port[,host:port...]");
+  app.add_option("--redis-password-file", c.redis_password_file,
+                 "read the Redis password from this file");
+  app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")->capture_default_str();
+  app.add_option("--metrics-listen", c.metrics_listen,
+                 "Prometheus /metrics listen address (empty: none)");
+  app.add_option("--window-s", c.window_s, "sliding window S, seconds")->capture_default_str();
+  app.add_option("--bucket-s", c.bucket_s, "bucket width, seconds (must match the gateways')")
+      ->capture_default_str();
+  app.add_option("--min-samples", c.min_samples, "W_c samples needed for USE_ESTIMATE")
+      ->capture_default_str();
+  app.add_option("--prefix-v4", v4_len, "IPv4 prefix length of the store's keys")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32));
+  app.add_option("--prefix-v6", v6_len, "IPv6 prefix length of the store's keys")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 128));
+  app.add_option("--flush-interval-ms", c.flush_interval_ms,
+                 "how often Report samples are written to Redis")
+      ->capture_default_str();
+  app.add_option("--clock", clock_mode,
+                 "redis: newest capture time stored by the gateways (spand:clock); wall: this "
+                 "machine's clock")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"redis", "wall"}));
+  app.add_option("--clock-poll-ms", clock_poll_ms, "how often spand:clock is read")
+      ->capture_default_str();
+  app.add_option("--cache-ttl-ms", so.core.cache_ttl_ms, "local estimate cache TTL (0: off)")
+      ->capture_default_str();
+  app.add_option("--cache-max-entries", so.core.cache_max_entries, "local cache bound")
+      ->capture_default_str();
+  app.add_option(
+         "--read-connections", so.read_connections,
+         "Redis connections for reads, each with a reader thread pipelining the queued Gets")
+      ->capture_default_str();
+  app.add_option("--decay-half-life-s", so.core.decay.half_life_s,
+                 "W_c decay for quiet prefixes (0: off)")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  c.prefix.v4_len = uint8_t(v4_len);
+  c.prefix.v6_len = uint8_t(v6_len);
+  for (size_t start = 0; !cluster.empty() && start <= cluster.size();) {
+    const size_t comma = cluster.find(',', start);
+    const std::string seed = cluster.substr(start, comma - start);
+    if (!seed.empty()) c.redis_cluster_seeds.push_back(seed);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+
+  SettableClock clock;
+  std::string error;
+  std::unique_ptr<ServiceStack> stack = ServiceStack::create(so, clock, error);
+  if (!stack) {
+    std::fprintf(stderr, "spand-estimates: %s\n", error.c_str());
+    return 2;
+  }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::fprintf(stderr, "spand-estimates: serving spand.v1 on port %d (clock %s)\n",
+               stack->grpc_port(), clock_mode.c_str());
+
+  auto next_clock = std::chrono::steady_clock::now();
+  bool warned = false;
+  while (!g_stop) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_clock) {
+      next_clock = now + std::chrono::milliseconds(clock_poll_ms);
+      uint64_t ns = 0;
+      if (clock_mode == "wall") {
+        ns = wall_now_ns();
+      } else if (!stack->write_store().read_clock(ns, error)) {
+        if (!warned)
+          std::fprintf(stderr, "spand-estimates: reading spand:clock: %s\n", error.c_str());
+        warned = true;
+      } else if (ns == 0) {
+        // No gateway has written yet: agents' Report samples still need a sensible time.
+        ns = wall_now_ns();
+      }
+      clock.advance_to(ns);
+    }
+    // The replica captures nothing: it has no capture time of its own to publish.
+    stack->tick(0);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  stack->finish();
+  stack->shutdown();
+  return 0;
+}

@@ -1,0 +1,268 @@
+#include "control/service_stack.hpp"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+
+#include "service/window_pipe.hpp"
+
+namespace spand {
+namespace {
+// Reports queued between two ticks; beyond this an agent flood is dropped, not buffered.
+constexpr size_t kMaxQueuedReports = 1'000'000;
+constexpr std::chrono::milliseconds kMetricsPeriod{250};
+}  // namespace
+
+// One reader thread's connection: exactly one of the two.
+struct StorePool::Reader {
+  std::unique_ptr<WindowPipe> pipe;
+  std::unique_ptr<RedisStore> store;
+  std::vector<WindowRead> reads;  // store: the batch in RedisStore's form
+};
+
+StorePool::StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch)
+    : misc_(opts), max_batch_(std::max<size_t>(max_batch, 1)) {
+  for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
+    auto r = std::make_unique<Reader>();
+    if (opts.cluster_seeds.empty()) {
+      r->pipe = std::make_unique<WindowPipe>(opts.endpoint, opts.conn, opts.window);
+    } else {
+      r->store = std::make_unique<RedisStore>(opts);
+    }
+    readers_.push_back(std::move(r));
+  }
+  for (auto& r : readers_) threads_.emplace_back([this, reader = r.get()] { run(*reader); });
+}
+
+StorePool::~StorePool() {
+  stop();
+}
+
+void StorePool::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+void StorePool::read_async(WindowReadOp* const* ops, size_t n) {
+  if (n == 0) return;
+  bool queued = false;
+  {
+    std::lock_guard lock(mu_);
+    if (!stopping_) {
+      queue_.insert(queue_.end(), ops, ops + n);
+      queued = true;
+    }
+  }
+  if (!queued) {  // stopped: no reader would take them
+    for (size_t i = 0; i < n; ++i) {
+      ops[i]->ok = false;
+      ops[i]->error = "shutting down";
+      ops[i]->complete();  // may free the op
+    }
+    return;
+  }
+  if (n == 1) {
+    cv_.notify_one();
+  } else {
+    cv_.notify_all();
+  }
+}
+
+void StorePool::run(Reader& r) {
+  std::vector<WindowReadOp*> batch;
+  batch.reserve(max_batch_);
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stopping, and every read answered
+    const size_t n = std::min(queue_.size(), max_batch_);
+    batch.assign(queue_.begin(), queue_.begin() + ptrdiff_t(n));
+    queue_.erase(queue_.begin(), queue_.begin() + ptrdiff_t(n));
+    ++batches_;
+    reads_ += n;
+    lock.unlock();
+    if (r.pipe) {
+      r.pipe->read(batch.data(), n);
+    } else {
+      r.reads.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        r.reads[i].prefix = batch[i]->prefix;
+        r.reads[i].now_ns = batch[i]->now_ns;
+      }
+      r.store->read_windows(r.reads);
+      for (size_t i = 0; i < n; ++i) {
+        batch[i]->acc = r.reads[i].acc;
+        batch[i]->ok = r.reads[i].ok;
+        batch[i]->error = std::move(r.reads[i].error);
+      }
+    }
+    for (size_t i = 0; i < n; ++i) batch[i]->complete();  // may free the op
+    lock.lock();
+  }
+}
+
+namespace {
+// A synchronous read through the queue.
+class WaitingRead final : public WindowReadOp {
+ public:
+  void complete() override {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    cv_.notify_one();
+  }
+  void wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
+}  // namespace
+
+bool StorePool::read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
+                            std::string& error) {
+  WaitingRead read;
+  read.prefix = prefix;
+  read.now_ns = now_ns;
+  WindowReadOp* op = &read;
+  read_async(&op, 1);
+  read.wait();
+  if (!read.ok) {
+    error = read.error;
+    return false;
+  }
+  out = read.acc;
+  return true;
+}
+
+StorePool::Stats StorePool::stats() const {
+  std::lock_guard lock(mu_);
+  return Stats{reads_, batches_};
+}
+
+bool StorePool::write(const std::vector<BucketUpdate>& updates, std::string& error) {
+  return misc_.write(updates, error);
+}
+
+bool StorePool::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
+                             std::string& error) {
+  return misc_.top_prefixes(now_ns, limit, out, error);
+}
+
+std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, const Clock& clock,
+                                                   std::string& error) {
+  std::unique_ptr<ServiceStack> s(new ServiceStack());
+  s->opts_ = opts;
+  const ControlOptions& c = opts.control;
+  if (c.redis_url.empty() && c.redis_cluster_seeds.empty()) {
+    error = "the estimate service needs Redis (--redis URL or --redis-cluster seeds)";
+    return nullptr;
+  }
+  RedisStoreOptions store_opts;
+  if (!redis_store_options_from(c, store_opts, error)) return nullptr;
+
+  if (!c.metrics_listen.empty()) {
+    try {
+      s->exposer_ = std::make_unique<prometheus::Exposer>(c.metrics_listen);
+    } catch (const std::exception& e) {
+      error = "cannot listen for /metrics on '" + c.metrics_listen + "': " + e.what();
+      return nullptr;
+    }
+    for (const auto& col : s->metrics_.collectables()) s->exposer_->RegisterCollectable(col);
+  }
+
+  CoreOptions core_opts = opts.core;
+  core_opts.prefix = c.prefix;
+  core_opts.min_samples = c.min_samples;
+  s->read_pool_ = std::make_unique<StorePool>(store_opts, opts.read_connections);
+  s->core_ = std::make_unique<EstimatesCore>(*s->read_pool_, clock, core_opts, s.get(), nullptr,
+                                             s->read_pool_.get());
+  s->hub_ = std::make_unique<WatchHub>(*s->core_, opts.watch_refresh_ms);
+  s->service_ = std::make_unique<EstimatesService>(*s->core_, *s->hub_, &s->metrics_);
+
+  s->write_store_ = std::make_unique<RedisStore>(store_opts);
+  s->writer_ = std::make_unique<SampleWriter>(*s->write_store_, writer_options_from(c));
+  ServiceStack* self = s.get();
+  s->writer_->set_flush_observer([self](double latency_s, bool) {
+    self->metrics_.observe_flush(latency_s);
+    self->hub_->request_refresh();  // Watch: the window just changed
+  });
+  if (!c.grpc_listen.empty()) {
+    s->server_ = start_grpc_server(c.grpc_listen, *s->service_, s->grpc_port_, error);
+    if (!s->server_) return nullptr;
+  }
+  return s;
+}
+
+ServiceStack::~ServiceStack() {
+  shutdown();
+  writer_.reset();  // stops the flush thread, whose observer uses the hub and the metrics
+}
+
+void ServiceStack::shutdown() {
+  if (hub_) hub_->stop();  // ends Watch streams first, so Shutdown does not wait on them
+  if (service_) service_->stop_health_watches();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    // Calls still waiting for Redis when the deadline passed (a stalled Redis) are answered
+    // now, while the service's completion queues still run: after the service is gone a
+    // reader completing one would touch freed memory.
+    if (read_pool_) read_pool_->stop();
+    server_.reset();
+  }
+}
+
+void ServiceStack::submit(const Sample& s) {
+  std::lock_guard lock(report_mu_);
+  if (reports_.size() < kMaxQueuedReports) reports_.push_back(s);
+}
+
+void ServiceStack::new_connection(const IpAddr& client) {
+  hub_->notify_new_connection(prefix_of(client, opts_.control.prefix));
+}
+
+void ServiceStack::tick(uint64_t capture_now_ns) {
+  {
+    std::lock_guard lock(report_mu_);
+    reports_.swap(reports_spare_);
+  }
+  for (const Sample& s : reports_spare_) {
+    writer_->add(s);
+    (s.kind == SampleKind::kWc ? agent_wc_ : agent_rtt_)++;
+  }
+  reports_spare_.clear();
+  const auto now = std::chrono::steady_clock::now();
+  writer_->tick(capture_now_ns, now);
+  if (now - last_metrics_ >= kMetricsPeriod) {
+    last_metrics_ = now;
+    publish_writer_metrics();
+  }
+}
+
+void ServiceStack::publish_writer_metrics() {
+  const WriterStats w = writer_->stats();
+  WriterTotals t;
+  t.flush_errors = w.flush_errors_total;
+  t.backlog_updates = w.backlog_updates;
+  t.backlog_dropped = w.backlog_dropped_total;
+  t.agent_samples_wc = agent_wc_;
+  t.agent_samples_rtt = agent_rtt_;
+  metrics_.set_writer_totals(t);
+}
+
+bool ServiceStack::finish() {
+  tick(0);
+  const bool ok = writer_->finish(std::chrono::milliseconds(opts_.finish_wait_ms));
+  publish_writer_metrics();
+  return ok;
+}
+
+}  // namespace spand

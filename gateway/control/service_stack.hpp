@@ -1,0 +1,145 @@
+// Everything the estimate side runs, assembled once for both hosts: the gateway's control plane
+// (control_plane_impl.cpp) and the stateless replica (replica_main.cpp). Redis writer (gateway
+// samples and agents' Report samples), a pool of Redis readers, the service core, Watch hub,
+// gRPC server and the Prometheus exposer.
+#pragma once
+
+#include <prometheus/exposer.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/control_plane.hpp"
+#include "estimates/redis_store.hpp"
+#include "estimates/sample_writer.hpp"
+#include "service/estimates_core.hpp"
+#include "service/metrics.hpp"
+#include "service/service.hpp"
+#include "service/watch_hub.hpp"
+
+namespace spand {
+
+// Several Redis connections behind one EstimateStore and AsyncWindowReader. Reads are queued;
+// each connection has a reader thread that takes every read queued at that moment (up to
+// `max_batch`) and sends them as one pipeline (one HMGET each, one round trip), then completes
+// them from its own thread. On a single node the pipeline is a WindowPipe (window_pipe.hpp); on
+// a Redis Cluster it is a RedisStore. Under load one syscall pair and one Redis wakeup serve many
+// Gets; when idle a read goes out at once, alone. Up to `connections` pipelines are in flight. The
+// queue's lock is never held across a Redis round trip. write and top_prefixes use a connection
+// of their own.
+class StorePool final : public EstimateStore, public AsyncWindowReader {
+ public:
+  StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch = 256);
+  // Stops the reader threads after they have answered every queued read.
+  ~StorePool() override;
+  // The same, before destruction (idempotent): a read queued afterwards is answered at once,
+  // on the caller's thread, with ok = false and error "shutting down".
+  void stop();
+  StorePool(const StorePool&) = delete;
+  StorePool& operator=(const StorePool&) = delete;
+
+  void read_async(WindowReadOp* const* ops, size_t n) override;
+  bool write(const std::vector<BucketUpdate>& updates, std::string& error) override;
+  // Synchronous, through the same queue (Watch).
+  bool read_window(const Prefix& prefix, uint64_t now_ns, Accumulator& out,
+                   std::string& error) override;
+  bool top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixActivity>& out,
+                    std::string& error) override;
+
+  struct Stats {
+    uint64_t reads = 0;
+    uint64_t batches = 0;  // pipelines sent; reads / batches = mean coalescing
+  };
+  Stats stats() const;
+
+ private:
+  struct Reader;
+  void run(Reader& r);
+
+  std::vector<std::unique_ptr<Reader>> readers_;
+  RedisStore misc_;  // write, top_prefixes
+  size_t max_batch_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;        // readers waiting for work
+  std::deque<WindowReadOp*> queue_;   // guarded by mu_
+  bool stopping_ = false;             // guarded by mu_
+  uint64_t reads_ = 0, batches_ = 0;  // guarded by mu_
+  std::vector<std::thread> threads_;
+};
+
+// Time the service reasons in, set by its host: capture time in the gateway, the newest capture
+// time stored in Redis (or wall time) in the replica.
+class SettableClock final : public Clock {
+ public:
+  uint64_t now_ns() const override { return ns_.load(std::memory_order_relaxed); }
+  void advance_to(uint64_t ns) {
+    uint64_t cur = ns_.load(std::memory_order_relaxed);
+    while (ns > cur && !ns_.compare_exchange_weak(cur, ns, std::memory_order_relaxed)) {
+    }
+  }
+
+ private:
+  std::atomic<uint64_t> ns_{0};
+};
+
+struct StackOptions {
+  ControlOptions control;
+  CoreOptions core;             // prefix, min_samples and window come from `control`
+  size_t read_connections = 1;  // Redis connections for Get reads, one reader thread each
+  uint32_t watch_refresh_ms = 1000;
+  uint32_t finish_wait_ms = 5000;  // bound on the last flush
+};
+
+class ServiceStack final : public SampleSink {
+ public:
+  // nullptr with `error` on bad options or a port that cannot be bound. Redis need not be up:
+  // the writer keeps a backlog and reconnects.
+  static std::unique_ptr<ServiceStack> create(const StackOptions& opts, const Clock& clock,
+                                              std::string& error);
+  ~ServiceStack() override;
+
+  // Report (gRPC threads): queued, handed to the writer by tick() on the host's thread.
+  void submit(const Sample& s) override;
+  // Host thread only (the writer's add/tick are single-threaded).
+  void add(const Sample& s) { writer_->add(s); }
+  void new_connection(const IpAddr& client);
+  void tick(uint64_t capture_now_ns);
+  void set_capture_totals(const CaptureTotals& t) { metrics_.set_capture_totals(t); }
+  bool finish();
+  void shutdown();
+
+  int grpc_port() const { return grpc_port_; }
+  RedisStore& write_store() { return *write_store_; }
+  EstimatesCore& core() { return *core_; }
+
+ private:
+  ServiceStack() = default;
+  void publish_writer_metrics();
+
+  StackOptions opts_;
+  Metrics metrics_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<RedisStore> write_store_;
+  std::unique_ptr<SampleWriter> writer_;
+  std::unique_ptr<StorePool> read_pool_;
+  std::unique_ptr<EstimatesCore> core_;
+  std::unique_ptr<WatchHub> hub_;
+  std::unique_ptr<EstimatesService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int grpc_port_ = 0;
+
+  std::mutex report_mu_;
+  std::vector<Sample> reports_;        // guarded by report_mu_
+  std::vector<Sample> reports_spare_;  // host thread: swapped with reports_ to drain
+  uint64_t agent_wc_ = 0, agent_rtt_ = 0;
+  std::chrono::steady_clock::time_point last_metrics_{};
+};
+
+}  // namespace spand

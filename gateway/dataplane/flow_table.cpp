@@ -1,0 +1,95 @@
+#include "dataplane/flow_table.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+namespace spand {
+
+FlowTable::FlowTable(uint32_t capacity, bool prefault)
+    : capacity_(capacity < 1 ? 1 : capacity),
+      // Load factor at most 0.8 keeps linear-probe chains short.
+      slots_(capacity_ + capacity_ / 4 + 2),
+      tags_(static_cast<uint32_t*>(map_zeroed(size_t(slots_) * sizeof(uint32_t),
+                                              prefault ? size_t(slots_) * sizeof(uint32_t) : 0)),
+            Unmap{size_t(slots_) * sizeof(uint32_t)}),
+      flows_(static_cast<Flow*>(map_zeroed(size_t(slots_) * sizeof(Flow),
+                                           prefault ? size_t(slots_) * sizeof(Flow) : 0)),
+             Unmap{size_t(slots_) * sizeof(Flow)}) {}
+
+uint32_t FlowTable::pick_victim(uint32_t hash) const {
+  uint32_t best = UINT32_MAX;
+  bool best_syn_only = false;
+  uint32_t seen = 0;
+  uint32_t i = home(tag_of(hash));
+  for (uint32_t steps = 0; seen < kEvictWindow && steps < slots_; ++steps, i = next(i)) {
+    if (tags_[i] == kEmpty) continue;  // full table: empty slots are rare, skip over them
+    ++seen;
+    const Flow& f = flows_[i];
+    const bool syn_only = f.phase == FlowPhase::kSynOnly;
+    if (best == UINT32_MAX || (syn_only && !best_syn_only) ||
+        (syn_only == best_syn_only && f.last_ns < flows_[best].last_ns)) {
+      best = i;
+      best_syn_only = syn_only;
+    }
+  }
+  return best;
+}
+
+void FlowTable::erase_slot(uint32_t i) {
+  // Backward-shift deletion: pull later members of the probe run into the hole so lookups never
+  // stop early at it.
+  uint32_t hole = i;
+  for (uint32_t j = next(i);; j = next(j)) {
+    if (tags_[j] == kEmpty) break;
+    const uint32_t h = home(tags_[j]);
+    // Slot j may move to `hole` if its home is not in the cyclic range (hole, j].
+    const bool home_in_range = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j);
+    if (!home_in_range) {
+      tags_[hole] = tags_[j];
+      flows_[hole] = flows_[j];
+      hole = j;
+    }
+  }
+  tags_[hole] = kEmpty;
+  --size_;
+}
+
+}  // namespace spand
+
+namespace spand {
+
+FlowKey make_key(const ParsedPacket& p, bool& src_is_lo) {
+  FlowKey k;
+  // Any total order makes the key canonical; word compares are cheaper than memcmp.
+  const uint64_t s0 = p.src.word(0), d0 = p.dst.word(0), s1 = p.src.word(1), d1 = p.dst.word(1);
+  src_is_lo = s0 != d0 ? s0 < d0 : s1 != d1 ? s1 < d1 : p.sport <= p.dport;
+  if (src_is_lo) {
+    k.lo_addr = p.src;
+    k.hi_addr = p.dst;
+    k.lo_port = p.sport;
+    k.hi_port = p.dport;
+  } else {
+    k.lo_addr = p.dst;
+    k.hi_addr = p.src;
+    k.lo_port = p.dport;
+    k.hi_port = p.sport;
+  }
+  return k;
+}
+
+uint32_t hash_key(const FlowKey& k) {
+  // Symmetric by construction (the key is canonical); murmur-style 64-bit mixing.
+  uint64_t w[4];
+  std::memcpy(w, k.lo_addr.bytes.data(), 16);
+  std::memcpy(w + 2, k.hi_addr.bytes.data(), 16);
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t(k.lo_port) << 16 | k.hi_port);
+  for (uint64_t x : w) {
+    h ^= x * 0xff51afd7ed558ccdull;
+    h = (h << 31 | h >> 33) * 0xc4ceb9fe1a85ec53ull;
+  }
+  h ^= h >> 29;
+  return uint32_t(h ^ (h >> 32));
+}
+
+}  // namespace spand

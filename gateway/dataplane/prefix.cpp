@@ -1,0 +1,70 @@
+#include "dataplane/prefix.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace spand {
+
+Prefix prefix_with_len(const IpAddr& addr, uint8_t len) {
+  Prefix p;
+  p.net = addr;
+  const bool v4 = addr.is_v4();
+  p.len = uint8_t(std::min<unsigned>(len, v4 ? 32 : 128));
+  const unsigned keep_bits = (v4 ? 96 : 0) + p.len;  // bits of the 128-bit form to keep
+  // Clear the host bits: whole bytes past the prefix, then the partial byte.
+  const unsigned full = keep_bits / 8;
+  if (full < 16) {
+    std::memset(p.net.bytes.data() + full, 0, 16 - full);
+    if (keep_bits % 8)
+      p.net.bytes[full] = uint8_t(addr.bytes[full] & (0xff << (8 - keep_bits % 8)));
+  }
+  return p;
+}
+
+Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg) {
+  return prefix_with_len(addr, addr.is_v4() ? cfg.v4_len : cfg.v6_len);
+}
+
+size_t PrefixHash::operator()(const Prefix& p) const noexcept {
+  // Two 64-bit words and the length, mixed (splitmix64 finalizer): cheap enough for every sample.
+  uint64_t h = p.net.word(0) * 0x9E3779B97F4A7C15ull ^ p.net.word(1) ^ (uint64_t(p.len) << 56);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return size_t(h ^ (h >> 31));
+}
+
+void Accumulator::add(const Sample& s) {
+  if (s.kind == SampleKind::kWc) {
+    ++wc_count;
+    wc_sum += s.value;
+    wc_sumsq += double(s.value) * s.value;
+  } else if (s.kind == SampleKind::kRtt) {
+    ++rtt_count;
+    rtt_sum_us += s.value;
+    rtt_min_us = std::min(rtt_min_us, s.value);
+  } else {
+    return;
+  }
+  newest_ts_ns = std::max(newest_ts_ns, s.ts_ns);
+}
+
+void Accumulator::merge(const Accumulator& o) {
+  wc_count += o.wc_count;
+  wc_sum += o.wc_sum;
+  wc_sumsq += o.wc_sumsq;
+  rtt_count += o.rtt_count;
+  rtt_sum_us += o.rtt_sum_us;
+  rtt_min_us = std::min(rtt_min_us, o.rtt_min_us);
+  newest_ts_ns = std::max(newest_ts_ns, o.newest_ts_ns);
+}
+
+double Accumulator::wc_stddev() const {
+  if (wc_count < 2) return 0.0;
+  const double n = double(wc_count);
+  const double var = (wc_sumsq - wc_sum * wc_sum / n) / (n - 1);  // sample variance
+  return var > 0 ? std::sqrt(var) : 0.0;
+}
+
+}  // namespace spand

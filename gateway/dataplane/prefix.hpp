@@ -1,0 +1,58 @@
+// Client-side network of an address (IPv4 /24 and IPv6 /48 by default) and the per-prefix
+// accumulator shared by --prefix-summary and the Redis writer.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "dataplane/packet.hpp"
+#include "dataplane/sample.hpp"
+
+namespace spand {
+
+struct PrefixConfig {
+  uint8_t v4_len = 24;
+  uint8_t v6_len = 48;
+};
+
+struct Prefix {
+  IpAddr net;       // address with host bits cleared
+  uint8_t len = 0;  // prefix length in the address family's own terms (24 for IPv4 /24)
+  bool operator==(const Prefix&) const = default;
+  std::string to_string() const;  // "198.51.100.0/24", "2001:db8:1::/48"
+};
+
+Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg);
+// Prefix of an explicit length (v4 length for IPv4-mapped addresses).
+Prefix prefix_with_len(const IpAddr& addr, uint8_t len);
+
+// "198.51.100.7" or "2001:db8::1" (IPv4-mapped addresses print as IPv4).
+std::string addr_to_string(const IpAddr& a);
+// Parses "a.b.c.d", "x::y", or either with "/len". Without a length the address's full length is
+// used. False on anything else (length out of range included).
+bool parse_prefix(const std::string& text, Prefix& out);
+
+struct PrefixHash {
+  size_t operator()(const Prefix& p) const noexcept;
+};
+
+// Sums from which count, mean and standard deviation follow; adding two accumulators gives the
+// accumulator of the union, which is what lets several gateways write into the same bucket.
+struct Accumulator {
+  uint64_t wc_count = 0;
+  double wc_sum = 0;
+  double wc_sumsq = 0;
+  uint64_t rtt_count = 0;
+  double rtt_sum_us = 0;
+  uint32_t rtt_min_us = UINT32_MAX;
+  uint64_t newest_ts_ns = 0;
+
+  void add(const Sample& s);
+  void merge(const Accumulator& o);
+  double wc_mean() const { return wc_count ? wc_sum / double(wc_count) : 0.0; }
+  double wc_stddev() const;
+  double rtt_mean_us() const { return rtt_count ? rtt_sum_us / double(rtt_count) : 0.0; }
+};
+
+}  // namespace spand

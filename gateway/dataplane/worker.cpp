@@ -1,0 +1,201 @@
+#include "dataplane/worker.hpp"
+
+#include "dataplane/flow_table.hpp"
+#include "dataplane/parse.hpp"
+#include "dataplane/tracker.hpp"
+
+namespace spand {
+
+namespace {
+// Slots examined for timeouts per packet: a table of N slots is swept every N packets. Each
+// occupied slot costs a cache miss, so this stays small.
+constexpr uint32_t kSweepBudget = 1;
+}  // namespace
+
+void WorkerCounters::add(const WorkerCounters& o) {
+  frames += o.frames;
+  bytes += o.bytes;
+  tcp_packets += o.tcp_packets;
+  for (size_t i = 0; i < drops.size(); ++i) drops[i] += o.drops[i];
+  flows_created += o.flows_created;
+  flows_closed += o.flows_closed;
+  flows_evicted += o.flows_evicted;
+  flows_timed_out += o.flows_timed_out;
+  samples_wc += o.samples_wc;
+  samples_rtt += o.samples_rtt;
+  samples_decrease += o.samples_decrease;
+  ring_full_samples += o.ring_full_samples;
+  ring_full_flows += o.ring_full_flows;
+  active_flows += o.active_flows;
+  tcp_option_errors += o.tcp_option_errors;
+  orphan_resets += o.orphan_resets;
+  loss_states += o.loss_states;
+  loss_states_peak += o.loss_states_peak;
+  loss_states_exhausted += o.loss_states_exhausted;
+}
+
+WorkerCounters total_counters(const std::vector<const Worker*>& workers) {
+  WorkerCounters t;
+  for (const Worker* w : workers) t.add(w->counters());
+  return t;
+}
+
+Worker::Worker(const WorkerConfig& cfg)
+    : cfg_(cfg),
+      samples_(new SpscRing<Sample>(cfg.ring_capacity)),
+      flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
+      table_(new FlowTable(cfg.flow_capacity, cfg.prefault_table)),
+      // Two per slot: never short while the table holds the flows. A live port commits states
+      // for one connection in eight at start (LossPool: only the peak in use is ever committed).
+      loss_pool_(new LossPool(2 * table_->slots(), cfg.prefault_table ? table_->slots() / 8 : 0)),
+      tracker_(new Tracker(cfg.tracker, Emitter{samples_.get(), flows_.get(), &counters_},
+                           *loss_pool_)) {}
+
+Worker::~Worker() = default;
+
+uint32_t Worker::commit_loss_states_ahead() {
+  // A plain read of a counter the worker publishes (as total_counters()): a stale value only
+  // delays the commit to the next call.
+  return loss_pool_->commit_ahead(uint32_t(counters_.loss_states_peak));
+}
+
+uint32_t Worker::loss_states_committed() const {
+  return loss_pool_->committed();
+}
+
+size_t Worker::bytes_per_flow() {
+  return sizeof(Flow);
+}
+size_t Worker::loss_state_bytes() {
+  return sizeof(LossState);
+}
+size_t Worker::table_bytes() const {
+  return table_->memory_bytes();
+}
+
+void Worker::handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                          uint64_t ts_ns) {
+  ++counters_.frames;
+  counters_.bytes += wire_len;
+  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, scratch_);
+  if (d != Drop::kNone) {
+    ++counters_.drops[static_cast<size_t>(d)];
+    return;
+  }
+  handle_packet(scratch_);
+}
+
+CloseReason Worker::expiry_reason(const Flow& f) const {
+  if (f.close_kind == uint8_t(CloseReason::kRst)) return CloseReason::kRst;
+  if (f.close_kind == uint8_t(CloseReason::kFin)) return CloseReason::kFin;
+  return CloseReason::kTimeout;
+}
+
+bool Worker::expired(const Flow& f) const {
+  if (now_ns_ <= f.last_ns) return false;
+  const uint64_t idle_ns = now_ns_ - f.last_ns;
+  switch (f.phase) {
+    case FlowPhase::kSynOnly:
+      return idle_ns > uint64_t(cfg_.syn_timeout_ms) * 1'000'000;
+    case FlowPhase::kEstablished:
+      return idle_ns > uint64_t(cfg_.idle_timeout_s) * 1'000'000'000;
+    case FlowPhase::kClosing:
+      return idle_ns > uint64_t(cfg_.closing_timeout_ms) * 1'000'000;
+  }
+  return false;
+}
+
+void Worker::handle_packet(const ParsedPacket& p) {
+  if (staged_count_ != 0) flush_staged();
+  bool src_is_lo = false;
+  const FlowKey key = make_key(p, src_is_lo);
+  track(p, key, hash_key(key), src_is_lo);
+}
+
+void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                         uint64_t ts_ns) {
+  Staged& st = staged_[staged_count_];
+  ++counters_.frames;
+  counters_.bytes += wire_len;
+  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, st.pkt);
+  if (d != Drop::kNone) {
+    ++counters_.drops[static_cast<size_t>(d)];
+    return;
+  }
+  st.key = make_key(st.pkt, st.src_is_lo);
+  st.hash = hash_key(st.key);
+  table_->prefetch(st.hash);
+  if (++staged_count_ == kBurst) flush_staged();
+}
+
+void Worker::flush_staged() {
+  for (uint32_t i = 0; i < staged_count_; ++i) {
+    const Staged& st = staged_[i];
+    track(st.pkt, st.key, st.hash, st.src_is_lo);
+  }
+  staged_count_ = 0;
+}
+
+void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    const FrameRef& fr = frames[i];
+    stage_frame(link, fr.data, fr.caplen, fr.wire_len, fr.ts_ns);
+  }
+  flush_staged();
+}
+
+void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo) {
+  ++counters_.tcp_packets;
+  if (p.opt.malformed) ++counters_.tcp_option_errors;
+  if (p.ts_ns > now_ns_) now_ns_ = p.ts_ns;
+  Flow* f = table_->find(key, hash);
+  if (f && Tracker::is_new_incarnation(*f, p, src_is_lo)) {
+    tracker_->close(*f, expiry_reason(*f));
+    table_->erase(f);
+    ++counters_.flows_closed;
+    f = nullptr;
+  }
+  if (!f) {
+    if (p.flags & kRst) {  // a reset for a connection we do not know: nothing to track
+      ++counters_.orphan_resets;
+      return;
+    }
+    f = table_->insert(key, hash, [this](Flow& victim) {
+      tracker_->close(victim, CloseReason::kEvicted);
+      ++counters_.flows_evicted;
+    });
+    ++counters_.flows_created;
+    tracker_->on_new_flow(*f, p, src_is_lo);
+  }
+  tracker_->on_packet(*f, p, src_is_lo);
+
+  table_->sweep(kSweepBudget, [this](Flow& v) {
+    if (!expired(v)) return false;
+    const CloseReason r = expiry_reason(v);
+    tracker_->close(v, r);
+    if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
+    ++counters_.flows_closed;
+    return true;
+  });
+  counters_.active_flows = table_->size();
+}
+
+bool Worker::finish_some(uint32_t max_flows) {
+  flush_staged();
+  const uint32_t left = table_->erase_some(max_flows, [this](Flow& v) {
+    CloseReason r = expiry_reason(v);
+    if (r == CloseReason::kTimeout && !expired(v)) r = CloseReason::kEndOfCapture;
+    tracker_->close(v, r);
+    if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
+    ++counters_.flows_closed;
+  });
+  counters_.active_flows = left;
+  return left > 0;
+}
+
+void Worker::finish() {
+  while (finish_some(UINT32_MAX)) {
+  }
+}
+
+}  // namespace spand

@@ -1,0 +1,146 @@
+// One data-plane worker: the per-lcore pipeline parse -> flow table -> TCP tracker -> samples.
+// A worker is owned by exactly one thread; it allocates only in its constructor. Finished flows
+// and samples leave through SPSC rings that the control side drains.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "dataplane/flow.hpp"
+#include "dataplane/flow_record.hpp"
+#include "dataplane/loss_pool.hpp"
+#include "dataplane/packet.hpp"
+#include "dataplane/ring.hpp"
+#include "dataplane/sample.hpp"
+#include "dataplane/tracker.hpp"
+
+namespace spand {
+
+struct WorkerConfig {
+  uint32_t flow_capacity = 1 << 20;      // connections tracked at once (per worker)
+  uint32_t syn_timeout_ms = 30'000;      // a handshake that never completes
+  uint32_t idle_timeout_s = 300;         // established connection with no packet
+  uint32_t closing_timeout_ms = 10'000;  // after FIN/RST
+  uint32_t ring_capacity = 1 << 16;      // samples and flow records in flight to the control side
+  // Commit the whole flow table at start (a live port: no page fault on the packet path later)
+  // rather than as slots are first used (files: a small capture costs little memory).
+  bool prefault_table = false;
+  TrackerConfig tracker;
+};
+
+// Counters owned by the worker; read by the control side without locks (monotonic integers).
+struct WorkerCounters {
+  uint64_t frames = 0;
+  uint64_t bytes = 0;
+  uint64_t tcp_packets = 0;
+  std::array<uint64_t, static_cast<size_t>(Drop::kCount)> drops{};
+  uint64_t flows_created = 0;
+  uint64_t flows_closed = 0;
+  uint64_t flows_evicted = 0;  // removed to make room (table full policy)
+  uint64_t flows_timed_out = 0;
+  uint64_t samples_wc = 0;
+  uint64_t samples_rtt = 0;
+  uint64_t samples_decrease = 0;   // multiplicative decrease readings (one per measured loss)
+  uint64_t ring_full_samples = 0;  // samples lost because the control side lagged
+  uint64_t ring_full_flows = 0;    // flow records lost for the same reason
+  uint64_t active_flows = 0;
+  uint64_t tcp_option_errors = 0;      // segments kept with malformed options skipped
+  uint64_t orphan_resets = 0;          // RST for a connection not in the table (not tracked)
+  uint64_t loss_states = 0;            // directions holding a LossState now (set by the tracker)
+  uint64_t loss_states_peak = 0;       // the most held at once
+  uint64_t loss_states_exhausted = 0;  // LossStates refused by a full pool (never expected)
+
+  void add(const WorkerCounters& o);
+};
+
+class Worker;
+// The sum over workers (control side: plain reads of each worker's counters).
+WorkerCounters total_counters(const std::vector<const Worker*>& workers);
+
+class FlowTable;
+class LossPool;
+struct Flow;
+
+class Worker {
+ public:
+  explicit Worker(const WorkerConfig& cfg);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // The per-packet entry point.
+  void handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                    uint64_t ts_ns);
+  // Already-parsed entry point (tests, and sources that parse themselves).
+  void handle_packet(const ParsedPacket& p);
+
+  // The pipeline both sources use: the frame is parsed at once (ParsedPacket keeps no pointer
+  // into it, so its buffer may be reused after the call, as libpcap and the DPDK scratch copy
+  // do) and its table slot prefetched; staged packets are tracked in order at the kBurst-th
+  // staged frame or at flush_staged(), so the cache misses of one packet overlap the work on
+  // the others. Same results as handle_frame() one by one. Call flush_staged() before reading
+  // results or finishing.
+  static constexpr uint32_t kBurst = 32;
+  void stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                   uint64_t ts_ns);
+  void flush_staged();
+  // stage_frame() over `n` frames, then flush_staged() (tests, and callers holding a batch).
+  struct FrameRef {
+    const uint8_t* data;
+    uint32_t caplen;
+    uint32_t wire_len;
+    uint64_t ts_ns;
+  };
+  void handle_burst(LinkType link, const FrameRef* frames, uint32_t n);
+  // End of input: closes live flows (CloseReason::kEndOfCapture, or kTimeout/kFin/kRst when
+  // that already applies), at most `max_flows` per call so the caller can drain the rings in
+  // between; returns true while flows remain. finish() closes all at once (small tables, tests).
+  bool finish_some(uint32_t max_flows);
+  void finish();
+  // Flows to close per finish_some() call so that neither ring can overflow: each closed flow
+  // emits one record and at most two samples.
+  uint32_t finish_batch() const { return uint32_t(cfg_.ring_capacity / 4); }
+
+  SpscRing<Sample>& samples() { return *samples_; }
+  SpscRing<FlowRecord>& flows() { return *flows_; }
+  const WorkerCounters& counters() const { return counters_; }
+  uint64_t now_ns() const { return now_ns_; }  // newest capture time seen
+  // State per tracked connection (one Flow), and the whole table's preallocated footprint.
+  // Directions that saw a gap, a resend or a loss hold a LossState more (loss_state_bytes()
+  // each) while the flow lives.
+  // Control side (another thread than the worker's): commits LossState memory ahead of the
+  // worker's published peak (LossPool::commit_ahead), so that a live port's packet path takes no
+  // page fault as more connections go through losses. Returns the states committed.
+  uint32_t commit_loss_states_ahead();
+  uint32_t loss_states_committed() const;  // control side
+  static size_t bytes_per_flow();
+  static size_t loss_state_bytes();
+  size_t table_bytes() const;
+
+ private:
+  WorkerConfig cfg_;
+  WorkerCounters counters_;
+  std::unique_ptr<SpscRing<Sample>> samples_;
+  std::unique_ptr<SpscRing<FlowRecord>> flows_;
+  std::unique_ptr<FlowTable> table_;
+  std::unique_ptr<LossPool> loss_pool_;
+  std::unique_ptr<Tracker> tracker_;
+  ParsedPacket scratch_;
+  struct Staged {
+    ParsedPacket pkt;
+    FlowKey key;
+    uint32_t hash;
+    bool src_is_lo;
+  };
+  Staged staged_[kBurst];
+  uint32_t staged_count_ = 0;
+  uint64_t now_ns_ = 0;  // newest capture time seen: the worker's clock
+
+  void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo);
+  bool expired(const Flow& f) const;
+  CloseReason expiry_reason(const Flow& f) const;
+};
+
+}  // namespace spand

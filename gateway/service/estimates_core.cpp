@@ -1,0 +1,316 @@
+#include "service/estimates_core.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+
+#include "estimates/estimate.hpp"
+#include "service/address.hpp"
+#include "spand.h"
+
+namespace spand {
+
+uint64_t SteadyClock::now_ns() const {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+EstimatesCore::EstimatesCore(EstimateStore& store, const Clock& clock, const CoreOptions& opts,
+                             SampleSink* sink, const Clock* cache_clock, AsyncWindowReader* reader)
+    : store_(store),
+      reader_(reader),
+      clock_(clock),
+      opts_(opts),
+      sink_(sink),
+      cache_clock_(cache_clock ? *cache_clock : steady_),
+      cache_(opts.cache_ttl_ms * 1'000'000, opts.cache_max_entries) {}
+
+grpc::Status EstimatesCore::estimate_prefix(const Prefix& p, bool use_cache, v1::Estimate& out) {
+  Accumulator acc;
+  const uint64_t steady_ns = cache_.enabled() ? cache_clock_.now_ns() : 0;
+  if (use_cache && cache_.find(p, steady_ns, acc)) {
+    cache_hits_.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    std::string error;
+    if (!store_.read_window(p, clock_.now_ns(), acc, error)) {
+      return {grpc::StatusCode::UNAVAILABLE, "estimate store: " + error};
+    }
+    cache_.put(p, steady_ns, acc);
+  }
+  fill(p, acc, out);
+  return grpc::Status::OK;
+}
+
+void EstimatesCore::fill(const Prefix& p, const Accumulator& acc, v1::Estimate& out) const {
+  // The verdict and the statistics are the estimates component's (shared with --prefix-summary).
+  const Estimate e = compute_estimate(acc, clock_.now_ns(), opts_.min_samples, opts_.decay);
+  out.set_prefix(p.to_string());
+  out.set_samples(e.samples);
+  out.set_wc_segments(e.wc_segments);
+  out.set_wc_stddev(e.wc_stddev);
+  out.set_rtt_samples(e.rtt_samples);
+  out.set_rtt_ms(e.rtt_ms);
+  out.set_min_rtt_ms(e.min_rtt_ms);
+  out.set_age_s(e.age_s);
+  out.set_verdict(e.verdict == Verdict::kUseEstimate ? v1::USE_ESTIMATE : v1::SLOW_START);
+}
+
+grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::string& where,
+                                     v1::Estimate& out) const {
+  const uint32_t mss = req.has_mss() ? req.mss() : opts_.default_mss_bytes;
+  const uint32_t b = req.has_acked_per_ack() ? req.acked_per_ack() : opts_.default_acked_per_ack;
+  if (mss == 0) return {grpc::StatusCode::INVALID_ARGUMENT, where + "mss must be > 0"};
+  if (b == 0) return {grpc::StatusCode::INVALID_ARGUMENT, where + "acked_per_ack must be > 0"};
+  uint32_t cwnd = 0;
+  if (out.verdict() == v1::USE_ESTIMATE) {
+    // W_c is a mean; the integer window below it keeps cwnd_opt <= the measured mean.
+    const double wc_floor = std::floor(out.wc_segments());
+    const uint32_t wc =
+        wc_floor >= double(SPAND_WC_MAX_SEGMENTS) ? SPAND_WC_MAX_SEGMENTS : uint32_t(wc_floor);
+    spand_cwnd_result r{};
+    const uint64_t segments = spand_segments_for_bytes(req.transfer_bytes(), mss);
+    const int rc = spand_cwnd_opt(wc, segments, b, SPAND_LOSS_FREE, 1, &r);
+    if (rc == SPAND_OK) {
+      cwnd = r.cwnd_opt;
+    } else if (rc != SPAND_EINVAL || wc != 0) {
+      return {grpc::StatusCode::INVALID_ARGUMENT, where + "cwnd_opt: " + spand_strerror(rc)};
+    }
+  }
+  out.set_cwnd_opt(cwnd);
+  out.set_pacing_rate_bps(
+      out.rtt_samples() ? spand_pacing_rate_bps(cwnd, mss, out.rtt_ms() * 1000.0) : 0);
+  return grpc::Status::OK;
+}
+
+grpc::Status EstimatesCore::answer(const v1::GetRequest& req, const Prefix& p,
+                                   const Accumulator& acc, const std::string& where,
+                                   v1::Estimate& out) {
+  fill(p, acc, out);
+  (out.verdict() == v1::USE_ESTIMATE ? use_estimate_ : slow_start_)
+      .fetch_add(1, std::memory_order_relaxed);
+  if (req.has_transfer_bytes()) return add_cwnd(req, where, out);
+  return grpc::Status::OK;
+}
+
+void EstimatesCore::read(WindowReadOp* const* ops, size_t n) {
+  if (n == 0) return;
+  if (reader_) {
+    reader_->read_async(ops, n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    ops[i]->ok = store_.read_window(ops[i]->prefix, ops[i]->now_ns, ops[i]->acc, ops[i]->error);
+    ops[i]->complete();
+  }
+}
+
+void EstimatesCore::start_get(const v1::GetRequest& req, v1::Estimate& reply, GetCall& call) {
+  WindowReadOp& op = call;
+  std::string error;
+  if (!parse_target(req.address(), opts_.prefix, op.prefix, error)) {
+    call.finish({grpc::StatusCode::INVALID_ARGUMENT, error});
+    return;
+  }
+  call.core_ = this;
+  call.req_ = &req;
+  call.reply_ = &reply;
+  call.steady_ns_ = cache_.enabled() ? cache_clock_.now_ns() : 0;
+  if (cache_.find(op.prefix, call.steady_ns_, op.acc)) {
+    cache_hits_.fetch_add(1, std::memory_order_relaxed);
+    call.finish(answer(req, op.prefix, op.acc, {}, reply));
+    return;
+  }
+  op.now_ns = clock_.now_ns();
+  WindowReadOp* ops[1] = {&op};
+  read(ops, 1);
+}
+
+void GetCall::complete() {
+  core_->get_read_done(*this);
+}
+
+void EstimatesCore::get_read_done(GetCall& call) {
+  WindowReadOp& op = call;
+  if (!op.ok) {
+    call.finish({grpc::StatusCode::UNAVAILABLE, "estimate store: " + op.error});
+    return;
+  }
+  cache_.put(op.prefix, call.steady_ns_, op.acc);
+  call.finish(answer(*call.req_, op.prefix, op.acc, {}, *call.reply_));
+}
+
+void EstimatesCore::start_batch_get(const v1::BatchGetRequest& req, v1::BatchGetResponse& reply,
+                                    BatchGetCall& call) {
+  const size_t n = size_t(req.requests_size());
+  if (n > kMaxBatch) {
+    call.finish({grpc::StatusCode::INVALID_ARGUMENT, "batch of " + std::to_string(n) +
+                                                         " requests exceeds the limit of " +
+                                                         std::to_string(kMaxBatch)});
+    return;
+  }
+  // Validate every address before any store round trip, so a bad batch costs nothing.
+  call.items_ = std::make_unique<BatchGetCall::Item[]>(n);
+  for (size_t i = 0; i < n; ++i) {
+    std::string error;
+    if (!parse_target(req.requests(int(i)).address(), opts_.prefix, call.items_[i].prefix, error)) {
+      call.items_.reset();
+      call.finish(
+          {grpc::StatusCode::INVALID_ARGUMENT, "requests[" + std::to_string(i) + "]: " + error});
+      return;
+    }
+  }
+  call.core_ = this;
+  call.req_ = &req;
+  call.reply_ = &reply;
+  call.steady_ns_ = cache_.enabled() ? cache_clock_.now_ns() : 0;
+  const uint64_t now_ns = clock_.now_ns();
+  std::vector<WindowReadOp*> misses;
+  for (size_t i = 0; i < n; ++i) {
+    BatchGetCall::Item& it = call.items_[i];
+    it.batch = &call;
+    if (cache_.find(it.prefix, call.steady_ns_, it.acc)) {
+      cache_hits_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    it.from_store = true;
+    it.now_ns = now_ns;
+    misses.push_back(&it);
+  }
+  // One extra count held until every read is queued: the last of the reads and this thread
+  // may race to finish, and only the one reaching zero builds the reply.
+  call.pending_.store(misses.size() + 1, std::memory_order_relaxed);
+  read(misses.data(), misses.size());
+  if (call.pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) batch_read_done(call);
+}
+
+void BatchGetCall::Item::complete() {
+  if (batch->pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    batch->core_->batch_read_done(*batch);
+  }
+}
+
+void EstimatesCore::batch_read_done(BatchGetCall& call) {
+  const v1::BatchGetRequest& req = *call.req_;
+  v1::BatchGetResponse& out = *call.reply_;
+  const size_t n = size_t(req.requests_size());
+  for (size_t i = 0; i < n; ++i) {
+    const BatchGetCall::Item& it = call.items_[i];
+    if (it.from_store && !it.ok) {
+      const grpc::Status st(grpc::StatusCode::UNAVAILABLE, "estimate store: " + it.error);
+      call.items_.reset();  // `it` is gone from here on
+      call.finish(st);
+      return;
+    }
+  }
+  out.mutable_estimates()->Reserve(int(n));
+  for (size_t i = 0; i < n; ++i) {
+    const BatchGetCall::Item& it = call.items_[i];
+    if (it.from_store) cache_.put(it.prefix, call.steady_ns_, it.acc);
+    grpc::Status st = answer(req.requests(int(i)), it.prefix, it.acc,
+                             "requests[" + std::to_string(i) + "]: ", *out.add_estimates());
+    if (!st.ok()) {
+      out.clear_estimates();
+      call.items_.reset();
+      call.finish(st);
+      return;
+    }
+  }
+  call.items_.reset();
+  call.finish(grpc::Status::OK);
+}
+
+namespace {
+// Waits for an asynchronous call's finish() (get/batch_get for tests and tools).
+template <typename Base>
+class Waiting final : public Base {
+ public:
+  void finish(const grpc::Status& st) override {
+    std::lock_guard lock(mu_);
+    st_ = st;
+    done_ = true;
+    cv_.notify_one();
+  }
+  grpc::Status wait() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return done_; });
+    return st_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  grpc::Status st_;
+};
+}  // namespace
+
+grpc::Status EstimatesCore::get(const v1::GetRequest& req, v1::Estimate& out) {
+  Waiting<GetCall> call;
+  start_get(req, out, call);
+  return call.wait();
+}
+
+grpc::Status EstimatesCore::batch_get(const v1::BatchGetRequest& req, v1::BatchGetResponse& out) {
+  Waiting<BatchGetCall> call;
+  start_batch_get(req, out, call);
+  return call.wait();
+}
+
+grpc::Status EstimatesCore::top(const v1::TopRequest& req, v1::TopResponse& out) {
+  const uint32_t limit = req.limit() ? req.limit() : kDefaultTop;
+  if (limit > kMaxTop) {
+    return {grpc::StatusCode::INVALID_ARGUMENT,
+            "limit " + std::to_string(limit) + " exceeds " + std::to_string(kMaxTop)};
+  }
+  std::vector<PrefixActivity> rows;
+  std::string error;
+  if (!store_.top_prefixes(clock_.now_ns(), limit, rows, error)) {
+    return {grpc::StatusCode::UNAVAILABLE, "estimate store: " + error};
+  }
+  for (const PrefixActivity& row : rows) {
+    v1::TopEntry* e = out.add_prefixes();
+    e->set_prefix(row.prefix.to_string());
+    e->set_samples(row.samples);
+  }
+  return grpc::Status::OK;
+}
+
+bool EstimatesCore::report(const v1::ReportSample& msg, v1::ReportSummary& summary) {
+  auto reject = [&](const std::string& why) {
+    summary.set_rejected(summary.rejected() + 1);
+    if (summary.first_error().empty()) summary.set_first_error(why);
+    return false;
+  };
+  if (!sink_) return reject("this server does not accept reports");
+  IpAddr client;
+  std::string error;
+  if (!parse_client_address(msg.client_address(), opts_.prefix, client, error)) {
+    return reject("client_address: " + error);
+  }
+  if (msg.wc_segments() == 0 && msg.rtt_us() == 0) {
+    return reject("neither wc_segments nor rtt_us is set");
+  }
+  Sample s;
+  s.ts_ns = msg.timestamp_ns() ? msg.timestamp_ns() : clock_.now_ns();
+  s.client = client;
+  s.origin = SampleOrigin::kAgent;
+  if (msg.wc_segments()) {
+    s.kind = SampleKind::kWc;
+    s.wc_reason = WcReason::kNone;
+    s.value = msg.wc_segments();
+    sink_->submit(s);
+    summary.set_accepted(summary.accepted() + 1);
+  }
+  if (msg.rtt_us()) {
+    s.kind = SampleKind::kRtt;
+    s.rtt_source = RttSource::kNone;
+    s.value = msg.rtt_us();
+    sink_->submit(s);
+    summary.set_accepted(summary.accepted() + 1);
+  }
+  return true;
+}
+
+}  // namespace spand

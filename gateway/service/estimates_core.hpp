@@ -1,0 +1,181 @@
+// The estimate service's logic, free of gRPC transport: parses requests, reads the window from
+// the store (one round trip, or the short cache), computes the estimate and, when asked, the
+// initial window (libspand). The gRPC handlers in service.cpp are thin shells over this class,
+// so unit tests drive it with a fake store and a fake clock.
+//
+// Get and BatchGet are asynchronous: start_get/start_batch_get return at once and the answer
+// comes through a callback, on the caller's thread when no store read is needed (bad request,
+// cache hit, synchronous store) or else on the store's reader thread. No thread waits on Redis
+// for a request, and no lock is held across a store read.
+#pragma once
+
+#include <grpcpp/support/status.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataplane/prefix.hpp"
+#include "dataplane/sample.hpp"
+#include "estimates/estimate.hpp"
+#include "estimates/store.hpp"
+#include "service/estimate_cache.hpp"
+#include "spand/v1/estimates.pb.h"
+
+namespace spand {
+
+struct CoreOptions {
+  PrefixConfig prefix;
+  uint32_t min_samples = kDefaultMinSamples;  // fewer W_c samples in the window: SLOW_START
+  DecayOptions decay;                         // off by default (estimates/estimate.hpp)
+  uint32_t default_mss_bytes = 1460;
+  uint32_t default_acked_per_ack = 1;  // b; 2 for receivers with delayed ACKs
+  uint64_t cache_ttl_ms = 1000;        // 0 disables the cache
+  size_t cache_max_entries = 100'000;
+};
+
+// Limits, part of the API contract (proto comments, README, "Estimate service (`spand.v1`)").
+inline constexpr size_t kMaxBatch = 1000;
+inline constexpr size_t kMaxWatchPrefixes = 1000;
+inline constexpr uint32_t kMaxTop = 1000;
+inline constexpr uint32_t kDefaultTop = 10;
+
+// Where Report's agent samples go: the same writer the gateway's own samples take, so they
+// enter the same window. Called from gRPC threads; implementations must be thread-safe.
+class SampleSink {
+ public:
+  virtual ~SampleSink() = default;
+  virtual void submit(const Sample& s) = 0;
+};
+
+// One window read handed to an AsyncWindowReader: the reader fills acc, ok and error, then calls
+// complete() exactly once, from its own thread. The owner keeps the op alive until then.
+class WindowReadOp {
+ public:
+  Prefix prefix;
+  uint64_t now_ns = 0;
+  Accumulator acc;    // out
+  bool ok = false;    // out
+  std::string error;  // out, when !ok
+  virtual void complete() = 0;
+
+ protected:
+  ~WindowReadOp() = default;
+};
+
+// A store that answers window reads without blocking the caller (StorePool in stack.hpp: reads
+// are queued, pipelined to Redis by reader threads and completed from there).
+class AsyncWindowReader {
+ public:
+  virtual ~AsyncWindowReader() = default;
+  // Queues `n` reads; returns without waiting for Redis.
+  virtual void read_async(WindowReadOp* const* ops, size_t n) = 0;
+};
+
+class EstimatesCore;
+
+// One Get in flight. start_get fills `reply` and then calls finish() exactly once; after
+// finish() the core never touches the call again (it may delete itself there).
+class GetCall : private WindowReadOp {
+ public:
+  virtual ~GetCall() = default;
+  virtual void finish(const grpc::Status& st) = 0;
+
+ private:
+  friend class EstimatesCore;
+  void complete() override;
+  EstimatesCore* core_ = nullptr;
+  const v1::GetRequest* req_ = nullptr;
+  v1::Estimate* reply_ = nullptr;
+  uint64_t steady_ns_ = 0;  // cache time of the read
+};
+
+// One BatchGet in flight: the misses of the cache are read in one go (pipelined), the reply is
+// built in request order when the last read is back, then finish() is called exactly once.
+class BatchGetCall {
+ public:
+  virtual ~BatchGetCall() = default;
+  virtual void finish(const grpc::Status& st) = 0;
+
+ private:
+  friend class EstimatesCore;
+  struct Item final : WindowReadOp {
+    BatchGetCall* batch = nullptr;
+    bool from_store = false;  // false: acc came from the cache
+    void complete() override;
+  };
+  EstimatesCore* core_ = nullptr;
+  const v1::BatchGetRequest* req_ = nullptr;
+  v1::BatchGetResponse* reply_ = nullptr;
+  uint64_t steady_ns_ = 0;
+  std::unique_ptr<Item[]> items_;
+  std::atomic<size_t> pending_{0};
+};
+
+// Monotonic time for the cache's TTL (not the estimate clock, which is capture time).
+class SteadyClock final : public Clock {
+ public:
+  uint64_t now_ns() const override;
+};
+
+class EstimatesCore {
+ public:
+  // `store` must be safe to call from several threads (see StorePool in stack.hpp); `sink` may
+  // be null (Report then answers UNIMPLEMENTED). Without `reader`, Get and BatchGet read the
+  // store synchronously on the caller's thread (tests with a fake store).
+  EstimatesCore(EstimateStore& store, const Clock& clock, const CoreOptions& opts,
+                SampleSink* sink = nullptr, const Clock* cache_clock = nullptr,
+                AsyncWindowReader* reader = nullptr);
+
+  // `req` and `reply` must outlive the call (until its finish()).
+  void start_get(const v1::GetRequest& req, v1::Estimate& reply, GetCall& call);
+  void start_batch_get(const v1::BatchGetRequest& req, v1::BatchGetResponse& reply,
+                       BatchGetCall& call);
+  // The same, waiting for the answer (tests, tools).
+  grpc::Status get(const v1::GetRequest& req, v1::Estimate& out);
+  grpc::Status batch_get(const v1::BatchGetRequest& req, v1::BatchGetResponse& out);
+  grpc::Status top(const v1::TopRequest& req, v1::TopResponse& out);
+  // One streamed Report message: true if accepted (samples handed to the sink), else false
+  // with `error` set. Counts in `summary`.
+  bool report(const v1::ReportSample& msg, v1::ReportSummary& summary);
+  bool can_report() const { return sink_ != nullptr; }
+
+  // The estimate of an already-parsed prefix; `use_cache` false for Watch, which must see the
+  // store's latest state. UNAVAILABLE when the store fails.
+  grpc::Status estimate_prefix(const Prefix& p, bool use_cache, v1::Estimate& out);
+
+  const CoreOptions& options() const { return opts_; }
+  // Verdict counts, for spand_estimates_total{verdict}.
+  uint64_t use_estimate_count() const { return use_estimate_.load(std::memory_order_relaxed); }
+  uint64_t slow_start_count() const { return slow_start_.load(std::memory_order_relaxed); }
+  uint64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
+
+ private:
+  friend class GetCall;
+  friend class BatchGetCall;
+  void read(WindowReadOp* const* ops, size_t n);
+  void get_read_done(GetCall& call);
+  void batch_read_done(BatchGetCall& call);
+  // The estimate (and cwnd when asked) of `p` from its window sums; counts the verdict.
+  grpc::Status answer(const v1::GetRequest& req, const Prefix& p, const Accumulator& acc,
+                      const std::string& where, v1::Estimate& out);
+  void fill(const Prefix& p, const Accumulator& acc, v1::Estimate& out) const;
+  grpc::Status add_cwnd(const v1::GetRequest& req, const std::string& where,
+                        v1::Estimate& out) const;
+
+  EstimateStore& store_;
+  AsyncWindowReader* reader_;
+  const Clock& clock_;
+  CoreOptions opts_;
+  SampleSink* sink_;
+  SteadyClock steady_;
+  const Clock& cache_clock_;
+  EstimateCache cache_;
+  std::atomic<uint64_t> use_estimate_{0};
+  std::atomic<uint64_t> slow_start_{0};
+  std::atomic<uint64_t> cache_hits_{0};
+};
+
+}  // namespace spand

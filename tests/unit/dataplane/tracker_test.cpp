@@ -1,0 +1,828 @@
+// One scenario per TCP behaviour the tracker must tell apart. Expected values come from the
+// scenario itself (what the simulated sender did), never from the tracker's output.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "dataplane/flow_table.hpp"
+#include "packet_builder.hpp"
+#include "sim.hpp"
+
+namespace spand::test {
+namespace {
+
+constexpr uint32_t kC = 1000;   // client ISN
+constexpr uint32_t kS = 50000;  // server ISN
+constexpr uint32_t kMss = 1000;
+
+void handshake(Conn& k, uint64_t syn_to_synack_us = 10'000, uint64_t synack_to_ack_us = 20'000) {
+  k.c(kC, 0, kSyn);
+  k.wait_us(syn_to_synack_us);
+  k.s(kS, kC + 1, kSyn | kAck);
+  k.wait_us(synack_to_ack_us);
+  k.c(kC + 1, kS + 1, kAck);
+}
+
+// The handshake with SACK permitted on both sides.
+void sack_handshake(Conn& k) {
+  ParsedPacket syn = k.make(true, kC, 0, kSyn);
+  syn.opt.sack_permitted = true;
+  k.feed(syn);
+  k.wait_us(10'000);
+  ParsedPacket synack = k.make(false, kS, kC + 1, kSyn | kAck);
+  synack.opt.sack_permitted = true;
+  k.feed(synack);
+  k.wait_us(10'000);
+  k.c(kC + 1, kS + 1, kAck);
+}
+
+const Sample* find_sample(const std::vector<Sample>& v, SampleKind kind, int nth = 0) {
+  for (const Sample& s : v) {
+    if (s.kind == kind && nth-- == 0) return &s;
+  }
+  return nullptr;
+}
+
+TEST(Tracker, HandshakeLegsAndSample) {
+  Conn k;
+  handshake(k, 10'000, 20'000);
+  auto samples = k.samples();
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].syn_synack_us, 10'000);
+  EXPECT_EQ(recs[0].synack_ack_us, 20'000);
+  EXPECT_EQ(recs[0].hs_rtt_us, 30'000);
+  EXPECT_TRUE(recs[0].handshake_seen);
+  EXPECT_EQ(addr_to_string(recs[0].client), k.client);
+  EXPECT_EQ(recs[0].server_port, 443);
+  const Sample* rtt = find_sample(samples, SampleKind::kRtt);
+  ASSERT_NE(rtt, nullptr);
+  EXPECT_EQ(rtt->value, 30'000u);
+  EXPECT_EQ(rtt->rtt_source, RttSource::kHandshake);
+  EXPECT_NE(find_sample(samples, SampleKind::kNewConnection), nullptr);
+}
+
+TEST(Tracker, DataToAckRttFollowsKarn) {
+  Conn k;
+  handshake(k);
+  k.s(kS + 1, kC + 1, kAck, kMss);
+  k.wait_us(40'000);
+  k.c(kC + 1, kS + 1 + kMss, kAck);  // sample: 40 ms
+  k.s(kS + 1 + kMss, kC + 1, kAck, kMss);
+  k.wait_us(300'000);
+  k.s(kS + 1 + kMss, kC + 1, kAck, kMss);  // resend (timeout): its ACK gives no sample
+  k.wait_us(40'000);
+  k.c(kC + 1, kS + 1 + 2 * kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rtt_count, 1u);
+  EXPECT_EQ(recs[0].s2c.rtt_min_us, 40'000u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 1u);
+}
+
+TEST(Tracker, TimestampEchoRtt) {
+  Conn k;
+  handshake(k);
+  ParsedPacket d = k.make(false, kS + 1, kC + 1, kAck, kMss);
+  d.opt.has_ts = true;
+  d.opt.tsval = 777;
+  k.feed(d);
+  k.wait_us(25'000);
+  ParsedPacket a = k.make(true, kC + 1, kS + 1 + 500, kAck);  // partial ACK: no data-to-ACK sample
+  a.opt.has_ts = true;
+  a.opt.tsecr = 777;
+  k.feed(a);
+  auto samples = k.samples();
+  bool ts_sample = false;
+  for (const Sample& s : samples) {
+    if (s.kind == SampleKind::kRtt && s.rtt_source == RttSource::kTimestamp) {
+      ts_sample = true;
+      EXPECT_EQ(s.value, 25'000u);
+    }
+  }
+  EXPECT_TRUE(ts_sample);
+}
+
+TEST(Tracker, SequenceWrapAround) {
+  Conn k;
+  const uint32_t isn = 0xFFFFFFFFu - 5 * kMss;  // wraps after five segments
+  k.c(kC, 0, kSyn);
+  k.s(isn, kC + 1, kSyn | kAck);
+  k.c(kC + 1, isn + 1, kAck);
+  uint32_t seq = isn + 1;
+  for (int i = 0; i < 20; ++i) {
+    k.s(seq, kC + 1, kAck, kMss);
+    seq += kMss;
+    k.wait_us(100);
+    k.c(kC + 1, seq, kAck);
+  }
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 0u);
+  EXPECT_EQ(recs[0].s2c.reordered_packets, 0u);
+  EXPECT_EQ(recs[0].s2c.unique_bytes, 20u * kMss);
+  EXPECT_EQ(recs[0].s2c.rtt_count, 20u);
+}
+
+TEST(Tracker, ReorderingIsNotLoss) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck, kMss);
+  k.s(b + 2 * kMss, kC + 1, kAck, kMss);  // segment 2 overtaken by segment 3
+  k.s(b + kMss, kC + 1, kAck, kMss);      // first sighting of segment 2: reordering
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 3 * kMss, kAck);
+  k.wait_us(300'000);
+  k.s(b + kMss, kC + 1, kAck, kMss);  // the same bytes again, fresh IP ID: a resend
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.reordered_packets, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 1u);
+}
+
+TEST(Tracker, CaptureCopiesAreNotRetransmissions) {
+  Conn k;
+  handshake(k);
+  ParsedPacket p = k.make(false, kS + 1, kC + 1, kAck, kMss);
+  k.feed(p);
+  ParsedPacket q = k.make(false, kS + 1 + kMss, kC + 1, kAck, kMss);
+  k.feed(q);
+  k.wait_us(3'000);
+  p.ts_ns = k.now_ns;  // the capture copied segment 1 (same IP ID) after segment 2
+  k.feed(p);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.capture_dups, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 0u);
+  EXPECT_EQ(recs[0].s2c.data_packets, 2u);
+}
+
+TEST(Tracker, CaptureCopiesWithoutIpIds) {
+  Conn k;
+  k.ipv6 = true;
+  k.client = "2001:db8:1::7";
+  k.server = "2001:db8:2::10";
+  handshake(k);
+  ParsedPacket p = k.make(false, kS + 1, kC + 1, kAck, kMss);
+  k.feed(p);
+  p.ts_ns += 5'000;  // identical segment 5 us later
+  k.feed(p);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].ip_version, 6);
+  EXPECT_EQ(recs[0].s2c.capture_dups, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 0u);
+}
+
+TEST(Tracker, FastRetransmitAfterThreeDupacks) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  for (int i = 0; i < 6; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);  // segment 1 is lost
+  k.wait_us(20'000);
+  k.c(kC + 1, b + kMss, kAck);
+  for (int i = 0; i < 4; ++i) k.c(kC + 1, b + kMss, kAck);  // dupacks for segments 2..5
+  k.s(b + kMss, kC + 1, kAck, kMss);
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 6 * kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 0u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 0u);
+}
+
+TEST(Tracker, NewRenoPartialAcksStayInOneEvent) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  for (int i = 0; i < 8; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);  // 1 and 4 lost
+  k.wait_us(20'000);
+  k.c(kC + 1, b + kMss, kAck);
+  for (int i = 0; i < 3; ++i) k.c(kC + 1, b + kMss, kAck);
+  k.s(b + kMss, kC + 1, kAck, kMss);  // fast retransmit
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 4 * kMss, kAck);  // partial ACK: 4 still missing
+  k.s(b + 4 * kMss, kC + 1, kAck, kMss);
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 8 * kMss, kAck);  // full ACK ends recovery
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 2u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 1u);
+}
+
+TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
+  Conn k;
+  handshake(k);
+  ParsedPacket syn = k.make(true, kC, 0, kSyn);  // not fed: only to show both sides permit SACK
+  (void)syn;
+  const uint32_t b = kS + 1;
+  for (int i = 0; i < 4; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);
+  k.wait_us(20'000);
+  k.c(kC + 1, b + kMss, kAck);
+  ParsedPacket d = k.make(true, kC + 1, b + kMss, kAck);
+  d.opt.sack_count = 1;
+  d.opt.sack[0] = {b + 2 * kMss, b + 3 * kMss};
+  k.feed(d);
+  k.s(b + kMss, kC + 1, kAck, kMss);  // resent at once (SACK loss detection, RFC 6675)
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  // Neither side sent SACK-permitted in this handshake, so one dupack is not enough: the
+  // resend is classified by the timer rule and counts as "other" below an RTO.
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 0u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 1u);
+
+  Conn m;
+  sack_handshake(m);
+  for (int i = 0; i < 4; ++i) m.s(b + i * kMss, kC + 1, kAck, kMss);
+  m.wait_us(20'000);
+  m.c(kC + 1, b + kMss, kAck);
+  ParsedPacket e = m.make(true, kC + 1, b + kMss, kAck);
+  e.opt.sack_count = 1;
+  e.opt.sack[0] = {b + 2 * kMss, b + 3 * kMss};
+  m.feed(e);
+  m.s(b + kMss, kC + 1, kAck, kMss);
+  auto r2 = m.finish();
+  ASSERT_EQ(r2.size(), 1u);
+  EXPECT_EQ(r2[0].s2c.rexmt_fast, 1u);
+  EXPECT_EQ(r2[0].s2c.loss_events_fast, 1u);
+  EXPECT_TRUE(r2[0].s2c.sack_permitted);
+}
+
+// A recovery whose full ACK still reports a hole: Linux leaves fast recovery on that ACK and
+// enters it again at once (tcp_fastretrans_alert; in the lab its tcp_cong_state_set trace shows
+// Recovery, Open, Recovery on one ACK), even when the hole's resend already went out during the
+// first recovery. The wire then shows no new resend: the full ACK's SACK block is the only sign.
+TEST(Tracker, FullAckStillReportingAHoleStartsASecondRecovery) {
+  Conn k;
+  sack_handshake(k);
+  const uint32_t b = kS + 1;
+  auto seg = [&](uint32_t i) { return b + i * kMss; };
+  auto sack_ack = [&](uint32_t ack, std::vector<SackBlock> blocks) {
+    ParsedPacket p = k.make(true, kC + 1, ack, kAck);
+    p.opt.sack_count = uint8_t(blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i) p.opt.sack[i] = blocks[i];
+    k.feed(p);
+  };
+  for (uint32_t i = 0; i < 8; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // segment 1 is lost
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(1), kAck);
+  sack_ack(seg(1), {{seg(2), seg(4)}});
+  k.s(seg(1), kC + 1, kAck, kMss);  // first recovery: recover = seg(8)
+  for (uint32_t i = 8; i < 11; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // new data; 8 is lost
+  sack_ack(seg(1), {{seg(9), seg(11)}, {seg(2), seg(8)}});
+  k.s(seg(8), kC + 1, kAck, kMss);  // resent within the first recovery
+  k.wait_us(20'000);
+  sack_ack(seg(8), {{seg(9), seg(11)}});  // full ACK, hole at 8: the second recovery
+  k.wait_us(1'000);
+  k.c(kC + 1, seg(11), kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 2u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 0u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 2u);
+}
+
+TEST(Tracker, DsackMarksTheResendSpurious) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck, kMss);
+  k.wait_us(400'000);
+  k.s(b, kC + 1, kAck, kMss);  // RTO fires although the segment arrived (its ACK was slow)
+  k.wait_us(10'000);
+  k.c(kC + 1, b + kMss, kAck);
+  ParsedPacket d = k.make(true, kC + 1, b + kMss, kAck);
+  d.opt.sack_count = 1;
+  d.opt.sack[0] = {b, b + kMss};  // below the cumulative ACK: a duplicate was received
+  k.feed(d);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 1u);
+  EXPECT_EQ(recs[0].s2c.dsacks, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_spurious, 1u);
+}
+
+TEST(Tracker, TimeoutWithBackoffIsOneEvent) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck, kMss);
+  uint64_t rto_us = 300'000;
+  for (int i = 0; i < 3; ++i) {  // resent after 0.3, 0.6, 1.2 s
+    k.wait_us(rto_us);
+    k.s(b, kC + 1, kAck, kMss);
+    rto_us *= 2;
+  }
+  k.wait_us(20'000);
+  k.c(kC + 1, b + kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 3u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 0u);
+}
+
+TEST(Tracker, TailLossProbeIsAResendButNoLossEvent) {
+  Conn k;
+  handshake(k);  // srtt 30 ms from the handshake: RTO = 30 ms + the 200 ms floor
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck, kMss);  // one segment out, its ACK lost
+  k.wait_us(60'000);           // 2 srtt: the probe timer (RFC 8985), well before the RTO
+  k.s(b, kC + 1, kAck, kMss);  // the highest (and first unacknowledged) segment again
+  k.wait_us(30'000);
+  k.c(kC + 1, b + kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast + recs[0].s2c.rexmt_timeout, 0u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast + recs[0].s2c.loss_events_timeout, 0u);
+}
+
+TEST(Tracker, RtoDuringFastRecoveryIsASecondTimeoutEvent) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  for (int i = 0; i < 6; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);  // segment 0 lost
+  k.wait_us(20'000);
+  for (int i = 0; i < 3; ++i) k.c(kC + 1, b, kAck);  // three dupacks
+  k.s(b, kC + 1, kAck, kMss);                        // fast retransmit, lost again
+  for (int i = 0; i < 2; ++i) {                      // recovery keeps sending
+    k.wait_us(20'000);
+    k.c(kC + 1, b, kAck);
+    k.s(b + (6 + i) * kMss, kC + 1, kAck, kMss);
+  }
+  k.wait_us(400'000);          // no ACK of new data for longer than the RTO
+  k.s(b, kC + 1, kAck, kMss);  // the timer fires: segment 0 once more
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 8 * kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 1u);
+}
+
+TEST(Tracker, MidStreamPickupUsesConfiguredInsideNetwork) {
+  WorkerConfig cfg = Conn::small_config();
+  Prefix inside;
+  ASSERT_TRUE(parse_prefix("203.0.113.0/24", inside));
+  cfg.tracker.inside[cfg.tracker.inside_count++] = inside;
+  Conn k(cfg);
+  k.sport = 50000;  // a high server port: the port rule alone would get roles wrong
+  k.cport = 443;
+  k.s(777'000, 9'000, kAck, kMss);  // first packet seen: server data, no handshake
+  k.c(9'000, 778'000, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_FALSE(recs[0].handshake_seen);
+  EXPECT_EQ(addr_to_string(recs[0].server), "203.0.113.10");
+  EXPECT_EQ(recs[0].s2c.data_packets, 1u);
+  EXPECT_EQ(recs[0].close, CloseReason::kEndOfCapture);
+}
+
+TEST(Tracker, ResetClosesAndNewSynStartsANewConnection) {
+  Conn k;
+  handshake(k);
+  k.s(kS + 1, kC + 1, kAck, kMss);
+  k.c(kC + 1, kS + 1 + kMss, kRst | kAck);
+  k.wait_us(1'000'000);
+  k.c(kC + 77'777, 0, kSyn);  // same 4-tuple, new ISN
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0].close, CloseReason::kRst);
+  EXPECT_EQ(recs[1].close, CloseReason::kEndOfCapture);
+}
+
+TEST(Tracker, SimultaneousOpenIsOneConnection) {
+  Conn k;
+  k.c(kC, 0, kSyn);
+  k.s(kS, 0, kSyn);  // both sides send a SYN
+  k.c(kC, kS + 1, kSyn | kAck);
+  k.s(kS, kC + 1, kSyn | kAck);
+  k.c(kC + 1, kS + 1, kAck, 100);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].c2s.data_packets, 1u);
+  EXPECT_EQ(recs[0].c2s.rexmt_packets, 0u);
+}
+
+TEST(Tracker, GroSuperSegmentCountsAsSeveralSegments) {
+  Conn k;
+  ParsedPacket s1 = k.make(true, kC, 0, kSyn);
+  s1.opt.mss = 1460;
+  k.feed(s1);
+  ParsedPacket s2 = k.make(false, kS, kC + 1, kSyn | kAck);
+  s2.opt.mss = 1460;
+  k.feed(s2);
+  k.c(kC + 1, kS + 1, kAck);
+  k.s(kS + 1, kC + 1, kAck, 1460);
+  k.s(kS + 1 + 1460, kC + 1, kAck, 4 * 1460);  // a 4-segment super-segment from GRO
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.max_flight_segments, 5u);
+  EXPECT_EQ(recs[0].s2c.mss, 1460u);
+}
+
+TEST(Tracker, WindowScaleAndOptionsRecorded) {
+  Conn k;
+  ParsedPacket s1 = k.make(true, kC, 0, kSyn);
+  s1.opt.wscale = 7;
+  s1.opt.has_ts = true;
+  s1.opt.mss = 1400;
+  k.feed(s1);
+  ParsedPacket s2 = k.make(false, kS, kC + 1, kSyn | kAck);
+  s2.opt.wscale = 9;
+  s2.opt.has_ts = true;
+  k.feed(s2);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].c2s.wscale, 7);
+  EXPECT_EQ(recs[0].s2c.wscale, 9);
+  EXPECT_TRUE(recs[0].c2s.timestamps);
+  EXPECT_EQ(recs[0].c2s.mss, 1400u);
+}
+
+TEST(Tracker, IdleTimeoutClosesFlow) {
+  WorkerConfig cfg = Conn::small_config();
+  cfg.idle_timeout_s = 5;
+  Conn k(cfg);
+  handshake(k);
+  k.wait_us(10'000'000);
+  // Another connection's packets advance the worker's clock and sweep the table.
+  for (int i = 0; i < 200; ++i) {
+    ParsedPacket p = k.make(true, kC, 0, kSyn);
+    p.sport = uint16_t(30000 + i);
+    k.feed(p);
+  }
+  auto recs = k.records();
+  ASSERT_GE(recs.size(), 1u);
+  EXPECT_EQ(recs[0].close, CloseReason::kTimeout);
+}
+
+TEST(Tracker, FullTableEvictsAndCounts) {
+  WorkerConfig cfg = Conn::small_config();
+  cfg.flow_capacity = 8;
+  Conn k(cfg);
+  for (int i = 0; i < 20; ++i) {
+    ParsedPacket p = k.make(true, kC, 0, kSyn);
+    p.sport = uint16_t(20000 + i);
+    k.feed(p);
+    k.wait_us(10);
+  }
+  EXPECT_EQ(k.w.counters().flows_evicted, 12u);
+  EXPECT_EQ(k.w.counters().active_flows, 8u);
+  auto recs = k.records();
+  ASSERT_EQ(recs.size(), 12u);
+  for (const FlowRecord& r : recs) EXPECT_EQ(r.close, CloseReason::kEvicted);
+}
+
+// A Reno-family sender driven round by round, written from RFC 5681 independently of the
+// tracker: its own cwnd (integer, grown by one after a window of ACKs in congestion avoidance,
+// as Linux does) is the truth the tracker's W_c samples must reproduce.
+struct SenderSim {
+  Conn& k;
+  double beta;  // multiplicative decrease: 0.5 Reno, 0.7 CUBIC, 0.875 Scalable TCP
+  uint32_t cwnd = 10;
+  uint32_t cwnd_cnt = 0;
+  uint32_t ssthresh = UINT32_MAX;
+  uint64_t rtt_us = 20'000;
+  std::vector<uint32_t> wc_truth;  // cwnd - 1 at each loss detected in congestion avoidance
+  std::vector<double> md_truth;    // cwnd after / before at each loss
+
+  uint32_t seq(uint32_t seg) const { return kS + 1 + seg * kMss; }
+  void on_new_ack() {
+    if (cwnd < ssthresh) {
+      ++cwnd;
+    } else if (++cwnd_cnt >= cwnd) {
+      ++cwnd;
+      cwnd_cnt = 0;
+    }
+  }
+  void run(uint32_t total, std::set<uint32_t> drops) {
+    handshake(k);
+    uint32_t una = 0, next = 0;
+    while (una < total) {
+      const uint32_t room = cwnd - (next - una);
+      std::vector<uint32_t> round;
+      for (uint32_t i = 0; i < room && next < total; ++i) {
+        k.s(seq(next), kC + 1, kAck, kMss);
+        round.push_back(next++);
+        k.wait_us(50);
+      }
+      k.wait_us(rtt_us);
+      int lost = -1;
+      for (uint32_t seg : round) {
+        if (drops.erase(seg)) {
+          lost = int(seg);
+          break;
+        }
+      }
+      uint32_t dups = 0;
+      for (uint32_t seg : round) {
+        if (lost < 0 || int(seg) < lost) {
+          k.c(kC + 1, seq(seg + 1), kAck);
+          una = seg + 1;
+          on_new_ack();
+        } else if (int(seg) > lost) {
+          k.c(kC + 1, seq(uint32_t(lost)), kAck);
+          if (++dups == 3) {
+            if (cwnd >= ssthresh) wc_truth.push_back(cwnd - 1);
+            const uint32_t before = cwnd;
+            ssthresh = std::max<uint32_t>(uint32_t(cwnd * beta), 2);
+            cwnd = ssthresh;
+            cwnd_cnt = 0;
+            md_truth.push_back(double(cwnd) / before);
+            k.s(seq(uint32_t(lost)), kC + 1, kAck, kMss);
+          }
+        }
+        k.wait_us(50);
+      }
+      if (lost >= 0) {
+        k.wait_us(rtt_us);
+        k.c(kC + 1, seq(next), kAck);  // the resend filled the hole: everything acknowledged
+        una = next;
+      }
+    }
+    k.c(kC + 1, seq(total), kFin | kAck);
+    k.s(seq(total), kC + 2, kFin | kAck);
+    k.c(kC + 2, seq(total) + 1, kAck);
+  }
+};
+
+std::vector<uint32_t> wc_values(const std::vector<Sample>& v, WcReason why) {
+  std::vector<uint32_t> out;
+  for (const Sample& s : v) {
+    if (s.kind == SampleKind::kWc && s.wc_reason == why) out.push_back(s.value);
+  }
+  return out;
+}
+
+TEST(Tracker, WcAtLossInCongestionAvoidanceMatchesSenderCwnd) {
+  Conn k;
+  SenderSim sim{k, 0.5};
+  // Loss in slow start (sets ssthresh, no W_c), then two losses in congestion avoidance.
+  sim.run(400, {25, 150, 300});
+  auto recs = k.finish();
+  auto samples = k.samples();
+  ASSERT_EQ(sim.wc_truth.size(), 2u);
+  EXPECT_EQ(wc_values(samples, WcReason::kLossInCongestionAvoidance), sim.wc_truth);
+  EXPECT_TRUE(wc_values(samples, WcReason::kEndOfConnection).empty());  // it lost segments
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].close, CloseReason::kFin);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 3u);
+  EXPECT_EQ(recs[0].s2c.rexmt_fast, 3u);
+}
+
+TEST(Tracker, MultiplicativeDecreaseIsMeasured) {
+  for (double beta : {0.5, 0.7, 0.875}) {
+    Conn k;
+    SenderSim sim{k, beta};
+    sim.run(600, {40, 500});
+    auto recs = k.finish();
+    ASSERT_EQ(recs.size(), 1u);
+    ASSERT_FALSE(sim.md_truth.empty());
+    const double measured = recs[0].s2c.md_permille / 1000.0;
+    // The recorded decrease is of the last loss; a window of W segments resolves 1/W.
+    EXPECT_NEAR(measured, sim.md_truth.back(), 0.05) << "beta " << beta;
+    // Each loss's decrease is a sample of its own, in order.
+    std::vector<double> readings;
+    for (const Sample& s : k.samples()) {
+      if (s.kind == SampleKind::kDecrease) readings.push_back(s.value / 1000.0);
+    }
+    ASSERT_EQ(readings.size(), sim.md_truth.size()) << "beta " << beta;
+    for (size_t i = 0; i < readings.size(); ++i) {
+      EXPECT_NEAR(readings[i], sim.md_truth[i], 0.05) << "beta " << beta << " loss " << i;
+    }
+    EXPECT_EQ(k.w.counters().samples_decrease, readings.size());
+  }
+}
+
+TEST(Tracker, EndOfConnectionWcWithoutLoss) {
+  Conn k;
+  SenderSim sim{k, 0.5};
+  sim.run(60, {});  // slow start only: 10, 20, 30 segments per round
+  k.finish();
+  auto samples = k.samples();
+  auto ends = wc_values(samples, WcReason::kEndOfConnection);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0], sim.cwnd);
+}
+
+TEST(FlowTable, InsertFindEraseUnderCollisions) {
+  FlowTable t(1000);
+  std::vector<FlowKey> keys;
+  for (uint32_t i = 0; i < 1000; ++i) {
+    ParsedPacket p;
+    p.src = addr("10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250));
+    p.dst = addr("192.0.2.1");
+    p.sport = uint16_t(1000 + i);
+    p.dport = 80;
+    bool lo = false;
+    keys.push_back(make_key(p, lo));
+    Flow* f = t.insert(keys.back(), hash_key(keys.back()), [](Flow&) { FAIL(); });
+    f->last_ns = i;
+  }
+  EXPECT_EQ(t.size(), 1000u);
+  for (uint32_t i = 0; i < 1000; i += 2) t.erase(t.find(keys[i], hash_key(keys[i])));
+  for (uint32_t i = 0; i < 1000; ++i) {
+    Flow* f = t.find(keys[i], hash_key(keys[i]));
+    if (i % 2) {
+      ASSERT_NE(f, nullptr) << i;
+      EXPECT_EQ(f->last_ns, i);
+    } else {
+      EXPECT_EQ(f, nullptr) << i;
+    }
+  }
+}
+
+TEST(FlowTable, KeyIsTheSameForBothDirections) {
+  ParsedPacket a, b;
+  a.src = addr("10.0.0.1");
+  a.dst = addr("10.0.0.2");
+  a.sport = 1234;
+  a.dport = 80;
+  b.src = a.dst;
+  b.dst = a.src;
+  b.sport = 80;
+  b.dport = 1234;
+  bool la = false, lb = false;
+  EXPECT_EQ(make_key(a, la), make_key(b, lb));
+  EXPECT_NE(la, lb);
+  EXPECT_EQ(hash_key(make_key(a, la)), hash_key(make_key(b, lb)));
+}
+
+TEST(Worker, StatePerConnectionIsReported) {
+  // The benchmark quotes this; the test pins that the number is the real struct size.
+  EXPECT_EQ(Worker::bytes_per_flow(), sizeof(Flow));
+}
+
+TEST(LossPool, HandsOutZeroedStatesLastFreedFirstAndRefusesWhenEmpty) {
+  LossPool pool(3);
+  EXPECT_EQ(pool.take(), 1u);
+  EXPECT_EQ(pool.take(), 2u);
+  pool.at(2).rexmt_fast = 9;
+  pool.at(2).hole_hi[0] = 77;
+  pool.give_back(2);
+  EXPECT_EQ(pool.in_use(), 1u);
+  EXPECT_EQ(pool.take(), 2u);  // the one just freed, before a fresh one
+  EXPECT_EQ(pool.at(2).rexmt_fast, 0u);
+  EXPECT_EQ(pool.at(2).hole_hi[0], 0u);
+  EXPECT_EQ(pool.take(), 3u);
+  EXPECT_EQ(pool.take(), 0u);  // all in use
+  EXPECT_EQ(pool.in_use(), 3u);
+  EXPECT_EQ(pool.peak_in_use(), 3u);
+}
+
+// Whether the page holding `p` is in memory (mincore(2) on anonymous memory).
+static bool resident(const void* p) {
+  const uintptr_t page = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(4095);
+  unsigned char v = 0;
+  if (mincore(reinterpret_cast<void*>(page), 4096, &v) != 0) return false;
+  return (v & 1) != 0;
+}
+
+TEST(LossPool, CommitAheadMapsStatesBeyondThePeakBeforeTheyAreTaken) {
+  // 2M states (128 MiB reserved), 100,000 committed at start, as a live port's worker does.
+  const uint32_t ahead = 100'000;
+  LossPool pool(2'000'000, ahead);
+  EXPECT_EQ(pool.committed(), ahead);
+  EXPECT_TRUE(resident(&pool.at(ahead)));
+  EXPECT_FALSE(resident(&pool.at(400'000)));  // 19 MiB further: untouched
+  // Less than half the margin used: no system call.
+  EXPECT_EQ(pool.commit_ahead(40'000), 0u);
+  EXPECT_EQ(pool.committed(), ahead);
+  EXPECT_EQ(pool.commit_ahead(60'000), 60'000u);  // up to peak + margin
+  EXPECT_EQ(pool.committed(), 160'000u);
+  EXPECT_TRUE(resident(&pool.at(160'000)));
+  EXPECT_FALSE(resident(&pool.at(400'000)));
+  EXPECT_EQ(pool.commit_ahead(300'000), 240'000u);
+  EXPECT_TRUE(resident(&pool.at(400'000)));
+  EXPECT_EQ(pool.commit_ahead(1'990'000), 1'600'000u);  // never past the capacity
+  EXPECT_EQ(pool.committed(), 2'000'000u);
+  EXPECT_EQ(pool.commit_ahead(2'000'000), 0u);
+  // Committing wrote nothing: the states still read as zero.
+  EXPECT_EQ(pool.at(400'000).rexmt_fast, 0u);
+  EXPECT_EQ(pool.at(400'000).hole_hi[2], 0u);
+  // A pool that commits as states are used (files) never commits ahead.
+  LossPool lazy(1000);
+  EXPECT_EQ(lazy.commit_ahead(500), 0u);
+}
+
+TEST(Tracker, OnlyADirectionWithAGapOrResendHoldsALossStateAndCloseReturnsIt) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck, kMss);
+  k.wait_us(20'000);
+  k.c(kC + 1, b + kMss, kAck);
+  EXPECT_EQ(k.w.counters().loss_states, 0u);  // in order, once: nothing rare to keep
+  k.s(b + 2 * kMss, kC + 1, kAck, kMss);      // segment 2 not seen: a gap
+  EXPECT_EQ(k.w.counters().loss_states, 1u);
+  k.s(b + kMss, kC + 1, kAck, kMss);  // fills it
+  k.wait_us(20'000);
+  k.c(kC + 1, b + 3 * kMss, kAck);
+  EXPECT_EQ(k.w.counters().loss_states, 1u);  // kept until the flow closes
+  auto recs = k.finish();
+  EXPECT_EQ(k.w.counters().loss_states, 0u);
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.reordered_packets, 1u);
+  EXPECT_EQ(recs[0].s2c.bytes, 3u * kMss);
+  EXPECT_EQ(recs[0].s2c.unique_bytes, 3u * kMss);
+}
+
+TEST(Tracker, LossStatesCycleThroughEvictionsWithoutRunningOut) {
+  // A table of 8 flows sees 200 connections, each with a resend in both directions: every
+  // eviction must hand the evicted flow's states back, or the pool (2 per slot) runs dry.
+  WorkerConfig cfg = Conn::small_config();
+  cfg.flow_capacity = 8;
+  Conn k(cfg);
+  for (int i = 0; i < 200; ++i) {
+    k.cport = uint16_t(30000 + i);
+    handshake(k);
+    k.s(kS + 1, kC + 1, kAck, kMss);
+    k.c(kC + 1, kS + 1, kAck, 100);
+    k.wait_us(400'000);
+    k.s(kS + 1, kC + 1, kAck, kMss);  // resent
+    k.c(kC + 1, kS + 1, kAck, 100);   // resent
+  }
+  EXPECT_EQ(k.w.counters().loss_states_exhausted, 0u);
+  EXPECT_LE(k.w.counters().loss_states, 16u);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 200u);
+  for (const FlowRecord& r : recs) {
+    EXPECT_EQ(r.s2c.rexmt_packets, 1u);
+    EXPECT_EQ(r.c2s.rexmt_packets, 1u);
+    EXPECT_EQ(r.s2c.unique_bytes, kMss);
+    EXPECT_EQ(r.s2c.bytes, 2u * kMss);
+  }
+  EXPECT_EQ(k.w.counters().loss_states, 0u);
+}
+
+}  // namespace
+}  // namespace spand::test
+
+namespace spand::test {
+namespace {
+
+// Frames (not parsed packets) through the worker: link-layer details must not split or distort
+// a connection.
+struct FrameConn {
+  Worker w{Conn::small_config()};
+  uint64_t ts_ns = 1'000'000'000;
+  void feed(const TcpSeg& s, uint32_t snaplen = UINT32_MAX) {
+    const std::vector<uint8_t> f = build_frame(s, snaplen);
+    w.handle_frame(LinkType::kEthernet, f.data(), uint32_t(f.size()), wire_len_of(s), ts_ns);
+    ts_ns += 1'000'000;
+  }
+  std::vector<FlowRecord> finish() {
+    w.finish();
+    std::vector<FlowRecord> out;
+    FlowRecord r;
+    while (w.flows().pop(r)) out.push_back(r);
+    return out;
+  }
+};
+
+TcpSeg seg(bool from_client, uint32_t seq, uint32_t ack, uint8_t flags, uint32_t len = 0) {
+  TcpSeg s;
+  s.src = from_client ? "198.51.100.7" : "203.0.113.10";
+  s.dst = from_client ? "203.0.113.10" : "198.51.100.7";
+  s.sport = from_client ? 40000 : 80;
+  s.dport = from_client ? 80 : 40000;
+  s.seq = seq;
+  s.ack = ack;
+  s.flags = flags;
+  s.payload_len = len;
+  return s;
+}
+
+TEST(TrackerFrames, VlanTaggedOneWayQinqAndSnapLengthStayOneConnection) {
+  FrameConn k;
+  TcpSeg syn = seg(true, kC, 0, kSyn);
+  syn.vlans = {100};  // only the client's direction is tagged
+  k.feed(syn);
+  TcpSeg synack = seg(false, kS, kC + 1, kSyn | kAck);
+  k.feed(synack);
+  TcpSeg ack = seg(true, kC + 1, kS + 1, kAck);
+  ack.vlans = {200, 100};  // and later even double-tagged (QinQ)
+  k.feed(ack);
+  for (int i = 0; i < 5; ++i) k.feed(seg(false, kS + 1 + i * 1400, kC + 1, kAck, 1400), 96);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].vlan, 100);
+  EXPECT_EQ(recs[0].s2c.bytes, 5u * 1400);  // payload from the IP header, not the cut capture
+  EXPECT_EQ(recs[0].s2c.data_packets, 5u);
+  EXPECT_EQ(recs[0].s2c.rexmt_packets, 0u);
+  EXPECT_TRUE(recs[0].handshake_seen);
+}
+
+}  // namespace
+}  // namespace spand::test
