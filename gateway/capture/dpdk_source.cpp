@@ -50,6 +50,9 @@ constexpr uint64_t kReplayIdleMs = 50;
 // Frames longer than one mbuf (GRO super-segments in captures) are linearized here.
 constexpr uint32_t kScratchBytes = 256 * 1024;
 constexpr uint64_t kNsPerS = 1'000'000'000;
+// The resolution assumed for a clock read once per receive burst: a burst's frames can have
+// waited in the ring for up to a block's time (net_af_packet), so RTTs below it are not measured.
+constexpr uint32_t kBurstClockResolutionUs = 1000;
 // Symmetric Toeplitz key (Woo and Park): 0x6d5a repeated makes hash(a->b) == hash(b->a).
 constexpr uint8_t kSymmetricKeyPattern[2] = {0x6d, 0x5a};
 constexpr uint8_t kDefaultRssKeyBytes = 40;
@@ -142,6 +145,11 @@ struct WorkerCtx {
   std::unique_ptr<uint8_t[]> scratch;
   const Clock* clock = nullptr;
   const std::atomic<bool>* stop = nullptr;
+  bool host_clock = false;  // a queue's frames are timed by the host clock (not a file's times)
+  // Worker 0 reads its ports' drop counters (imissed + rx_nombuf) once a second into its own
+  // counters, so /metrics and the summary show capture loss while it happens.
+  bool reads_port_stats = false;
+  uint64_t next_stats_tsc = 0;
   std::atomic<uint64_t> rx_packets{0};
   std::atomic<uint64_t> filtered{0};
   std::atomic<bool> done{false};
@@ -215,6 +223,21 @@ uint32_t poll_once(WorkerCtx& c) {
     if (filtered != 0)
       c.filtered.store(c.filtered.load(std::memory_order_relaxed) + filtered,
                        std::memory_order_relaxed);
+  }
+  // A live port: the host clock moves the worker's between bursts (timeouts on a quiet link).
+  if (c.host_clock) {
+    const uint64_t now_tsc = rte_rdtsc();
+    c.worker->advance_time(c.clock->tsc_to_ns(now_tsc));
+    if (c.reads_port_stats && now_tsc >= c.next_stats_tsc) {
+      c.next_stats_tsc = now_tsc + c.clock->tsc_hz;
+      uint64_t lost = 0;
+      for (const QueueRef& q : c.queues) {
+        rte_eth_stats st{};
+        if (q.queue == 0 && rte_eth_stats_get(q.port->port_id, &st) == 0)
+          lost += st.imissed + st.rx_nombuf;
+      }
+      c.worker->set_capture_drops(lost);
+    }
   }
   if (total != 0) {
     c.rx_packets.store(c.rx_packets.load(std::memory_order_relaxed) + total,
@@ -511,14 +534,25 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
 
   std::atomic<bool> stop{false};
   std::vector<std::unique_ptr<WorkerCtx>> ctxs;
+  const bool burst_clock = std::any_of(session.ports.begin(), session.ports.end(),
+                                       [](const PortState& p) { return !p.pcap_timestamps; });
+  if (burst_clock) {
+    std::fprintf(stderr,
+                 "dpdk: live ports give one timestamp per receive burst, not per packet: RTT "
+                 "samples under %u us are not emitted (counted as rtt_unmeasurable); "
+                 "--interface IF reads a Linux interface with per-packet kernel timestamps\n",
+                 kBurstClockResolutionUs);
+  }
   for (unsigned w = 0; w < nb_workers; ++w) {
     auto c = std::make_unique<WorkerCtx>();
     WorkerConfig wc = opts.worker;
     wc.prefault_table = true;  // a live port: pay for the table's pages now, not per packet
+    if (burst_clock) wc.tracker.rtt_resolution_us = kBurstClockResolutionUs;
     c->worker = std::make_unique<Worker>(wc);
     c->scratch = std::make_unique<uint8_t[]>(kScratchBytes);
     c->clock = &clock;
     c->stop = &stop;
+    c->reads_port_stats = w == 0;
     for (const PortState& p : session.ports) {
       // RSS port: worker w owns queue w. Other ports: worker 0 owns every queue, since nothing
       // splits their connections by hash.
@@ -527,6 +561,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       for (uint16_t q = first; q < last && q < p.rx_queues; ++q) {
         c->queues.push_back(QueueRef{&p, q, 0, false});
         c->all_replay = c->all_replay && p.replay;
+        c->host_clock = c->host_clock || !p.pcap_timestamps;
       }
     }
     ctxs.push_back(std::move(c));

@@ -12,14 +12,28 @@ namespace spand {
 
 class Collector;
 
+// A live interface read through libpcap (TPACKET_V3 ring, per-packet kernel timestamps in ns).
+struct LiveOptions {
+  std::string interface;           // e.g. a span port or the mirror of a veth
+  uint32_t buffer_mb = 64;         // the kernel ring; drops are counted, never silent
+  uint32_t snaplen = 256;          // headers only: Ethernet + IPv6 + TCP with options fit in 134
+  uint32_t block_timeout_ms = 10;  // a ring block is handed over at least this often
+  bool promisc = true;
+  std::string tstamp_type;  // "" = the default (host); "adapter", "adapter_unsynced", ...
+  uint32_t duration_s = 0;  // 0 = until SIGINT/SIGTERM
+};
+
 struct SourceOptions {
-  std::string filter;     // libpcap filter expression, empty = everything
+  std::string filter;  // libpcap filter expression, empty = everything
+  LiveOptions live;
   WorkerConfig worker;    // per-worker table sizes and timeouts
   bool progress = false;  // print progress to stderr on long inputs
 };
 
 // Outcome of a source run; exit code for main().
-enum class SourceStatus : int { kOk = 0, kBadInput = 2, kRuntimeError = 3 };
+// kCaptureLoss: the run completed but the kernel or the NIC dropped frames before the gateway
+// saw them, or the interface went away for a while (the results miss those packets).
+enum class SourceStatus : int { kOk = 0, kBadInput = 2, kRuntimeError = 3, kCaptureLoss = 4 };
 
 // libpcap's DLT_ value (pcap_datalink()) to the link types parse_frame() decodes; false when
 // it decodes none of them. They differ only for raw IP (DLT_RAW is 12 on Linux, LINKTYPE_RAW
@@ -29,6 +43,12 @@ bool link_type_from_dlt(int dlt, LinkType& out);
 // Reads a pcap or pcapng file with libpcap. `error` gets a one-line message on failure.
 SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts, Collector& out,
                              std::string& error);
+
+// Reads a live interface with libpcap until SIGINT/SIGTERM (or live.duration_s). The worker's
+// clock follows the host clock between packets (Worker::advance_time), so timeouts fire on a
+// quiet link. If the interface goes down, says so and reopens it every second, keeping the flow
+// table.
+SourceStatus run_live_source(const SourceOptions& opts, Collector& out, std::string& error);
 
 // Reads DPDK ports: `eal_args` are the arguments before "--" (argv[0] included). One worker per
 // rx queue, each on its own lcore; the main lcore runs the Collector.

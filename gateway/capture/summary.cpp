@@ -36,6 +36,17 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
       "state: %zu B per connection, %zu B more per direction with gaps or resends (%" PRIu64
       " such directions at the peak)\n",
       Worker::bytes_per_flow(), Worker::loss_state_bytes(), t.loss_states_peak);
+  if (t.capture_drops || t.capture_interface_down) {
+    std::fprintf(out,
+                 "capture loss: %" PRIu64
+                 " frames dropped before the gateway (kernel or NIC), "
+                 "interface down %" PRIu64 " times\n",
+                 t.capture_drops, t.capture_interface_down);
+  }
+  if (t.rtt_below_resolution) {
+    std::fprintf(out, "anomaly %-17s %" PRIu64 " (RTT samples under the clock's resolution)\n",
+                 "rtt_unmeasurable", t.rtt_below_resolution);
+  }
   if (t.loss_states_exhausted) {
     std::fprintf(out, "anomaly %-17s %" PRIu64 "\n", "loss_states_refused",
                  t.loss_states_exhausted);

@@ -18,6 +18,8 @@ constexpr const char* kDescription =
     "or from a pcap/pcapng file through libpcap), infers each sender's congestion window, and "
     "emits W_c and RTT samples per client network.\n\n"
     "  spand-gateway --pcap FILE [options]            read a capture file (no EAL)\n"
+    "  spand-gateway --interface IF [options]         read a live interface (a span port or a\n"
+    "                                                 Linux mirror) with libpcap, until SIGINT\n"
     "  spand-gateway EAL-ARGS -- [options]            read DPDK ports, e.g.\n"
     "      spand-gateway --no-huge -m 1024 --no-pci --vdev net_pcap0,rx_pcap=F -- --flows-out -\n";
 
@@ -60,6 +62,18 @@ int main(int argc, char** argv) {
 
   app.add_option("--pcap", pcap_path, "Read this pcap or pcapng file with libpcap (no EAL)")
       ->check(CLI::ExistingFile);
+  app.add_option("--interface,-i", src.live.interface,
+                 "Read this live interface with libpcap (TPACKET_V3, per-packet ns timestamps)");
+  app.add_option("--buffer-mb", src.live.buffer_mb, "Live: kernel ring size in MiB")
+      ->default_val(src.live.buffer_mb)
+      ->check(CLI::Range(1u, 1024u));
+  app.add_option("--snaplen", src.live.snaplen, "Live: bytes kept per frame (headers suffice)")
+      ->default_val(src.live.snaplen)
+      ->check(CLI::Range(96u, 65535u));
+  app.add_option("--timestamp", src.live.tstamp_type,
+                 "Live: timestamp source (host, adapter, adapter_unsynced); default host");
+  app.add_option("--duration-s", src.live.duration_s, "Live: stop after this many seconds")
+      ->default_val(0);
   app.add_option("--filter", src.filter, "Capture filter in libpcap syntax, e.g. 'tcp port 443'");
   app.add_option("--flows-out", out_opts.flows_path,
                  "Write one JSON object per connection (JSON Lines) to PATH ('-' = stdout)");
@@ -136,11 +150,14 @@ int main(int argc, char** argv) {
     }
     t.inside[t.inside_count++] = p;
   }
-  if (pcap_path.empty() && eal_args.empty()) {
-    return usage_error("no input: give --pcap FILE, or EAL arguments, then --, then options");
+  const int inputs =
+      int(!pcap_path.empty()) + int(!src.live.interface.empty()) + int(!eal_args.empty());
+  if (inputs == 0) {
+    return usage_error(
+        "no input: give --pcap FILE, --interface IF, or EAL arguments, then --, then options");
   }
-  if (!pcap_path.empty() && !eal_args.empty()) {
-    return usage_error("--pcap reads a file without DPDK: do not give EAL arguments with it");
+  if (inputs > 1) {
+    return usage_error("give one input: --pcap FILE, --interface IF or DPDK's EAL arguments");
   }
 
   Collector collector(out_opts);
@@ -172,6 +189,8 @@ int main(int argc, char** argv) {
   SourceStatus st;
   if (!pcap_path.empty()) {
     st = run_pcap_source(pcap_path, src, collector, error);
+  } else if (!src.live.interface.empty()) {
+    st = run_live_source(src, collector, error);
   } else {
 #ifdef SPAND_HAVE_DPDK
     st = run_dpdk_source(eal_args, src, collector, error);

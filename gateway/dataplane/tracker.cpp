@@ -603,6 +603,10 @@ Sample Tracker::base_sample(const Flow& f, SampleKind kind) const {
 }
 
 void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
+  if (rtt_us < cfg_.rtt_resolution_us) {
+    ++emit_.counters->rtt_below_resolution;
+    return;
+  }
   HalfFlow& h = f.h(d);
   if (src != RttSource::kHandshake) {
     h.rtt_sum_us += rtt_us;

@@ -22,6 +22,10 @@ struct TrackerConfig {
   uint32_t min_rto_us = 200'000;          // Linux TCP_RTO_MIN; below it a resend is not a timeout
   uint32_t restart_window_segments = 10;  // RFC 5681 restart window (Linux IW) after idle
   uint32_t dup_window_us = 2'000;         // identical-segment copies this close are the capture's
+  // The capture clock's resolution: an RTT below it was not measured (a source with one
+  // timestamp per receive burst gives 0 for a segment and its ACK in one burst), so it is
+  // counted in rtt_below_resolution and not used. 0 = per-packet timestamps.
+  uint32_t rtt_resolution_us = 0;
   // Networks whose hosts are servers ("inside"); decides roles for connections without a SYN.
   static constexpr int kMaxInside = 16;
   Prefix inside[kMaxInside];

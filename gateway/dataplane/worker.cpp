@@ -1,5 +1,7 @@
 #include "dataplane/worker.hpp"
 
+#include <algorithm>
+
 #include "dataplane/flow_table.hpp"
 #include "dataplane/parse.hpp"
 #include "dataplane/tracker.hpp"
@@ -32,6 +34,9 @@ void WorkerCounters::add(const WorkerCounters& o) {
   loss_states += o.loss_states;
   loss_states_peak += o.loss_states_peak;
   loss_states_exhausted += o.loss_states_exhausted;
+  rtt_below_resolution += o.rtt_below_resolution;
+  capture_drops += o.capture_drops;
+  capture_interface_down += o.capture_interface_down;
 }
 
 WorkerCounters total_counters(const std::vector<const Worker*>& workers) {
@@ -169,7 +174,12 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
   }
   tracker_->on_packet(*f, p, src_is_lo);
 
-  table_->sweep(kSweepBudget, [this](Flow& v) {
+  sweep_expired(kSweepBudget);
+  counters_.active_flows = table_->size();
+}
+
+void Worker::sweep_expired(uint32_t budget) {
+  table_->sweep(budget, [this](Flow& v) {
     if (!expired(v)) return false;
     const CloseReason r = expiry_reason(v);
     tracker_->close(v, r);
@@ -177,6 +187,24 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
     ++counters_.flows_closed;
     return true;
   });
+}
+
+void Worker::advance_time(uint64_t now_ns) {
+  flush_staged();
+  if (now_ns > now_ns_) now_ns_ = now_ns;
+  if (swept_ns_ == 0 || now_ns_ < swept_ns_) {
+    swept_ns_ = now_ns_;
+    return;
+  }
+  // Slots due for the time elapsed; the remainder carries over (swept_ns_ moves only by the
+  // time the visited slots account for).
+  const uint64_t slots = table_->slots();
+  const uint64_t elapsed_ns = now_ns_ - swept_ns_;
+  uint64_t due = elapsed_ns >= kTimeoutSweepNs ? slots : slots * elapsed_ns / kTimeoutSweepNs;
+  if (due == 0) return;
+  swept_ns_ = due >= slots ? now_ns_ : swept_ns_ + due * kTimeoutSweepNs / slots;
+  // A slot that frees itself is looked at again, so visit at most the table and a margin.
+  sweep_expired(uint32_t(std::min<uint64_t>(due, slots)));
   counters_.active_flows = table_->size();
 }
 

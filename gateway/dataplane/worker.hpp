@@ -51,6 +51,12 @@ struct WorkerCounters {
   uint64_t loss_states = 0;            // directions holding a LossState now (set by the tracker)
   uint64_t loss_states_peak = 0;       // the most held at once
   uint64_t loss_states_exhausted = 0;  // LossStates refused by a full pool (never expected)
+  uint64_t rtt_below_resolution = 0;   // RTT samples not emitted: under the clock's resolution
+  // Set by a live source on this worker's thread: frames the kernel or the NIC dropped before
+  // the gateway saw them (libpcap ps_drop + ps_ifdrop, DPDK imissed + rx_nombuf), and the times
+  // the interface went away.
+  uint64_t capture_drops = 0;
+  uint64_t capture_interface_down = 0;
 
   void add(const WorkerCounters& o);
 };
@@ -94,6 +100,17 @@ class Worker {
     uint64_t ts_ns;
   };
   void handle_burst(LinkType link, const FrameRef* frames, uint32_t n);
+  // Live sources only: moves the worker's clock to the source's time `now_ns` (same clock as the
+  // packets' timestamps; never backwards) and visits table slots for timeouts in proportion to
+  // the time since the last call, so every slot is seen at least once per kTimeoutSweepNs
+  // whatever the traffic: on a quiet link a closed connection's record and W_c sample leave
+  // within closing_timeout_ms + 1 s. Replays never call it, so their output stays a function of
+  // the packets alone.
+  static constexpr uint64_t kTimeoutSweepNs = 1'000'000'000;
+  void advance_time(uint64_t now_ns);
+  // A live source on this worker's thread reports its capture losses (cumulative) here.
+  void set_capture_drops(uint64_t total) { counters_.capture_drops = total; }
+  void note_interface_down() { ++counters_.capture_interface_down; }
   // End of input: closes live flows (CloseReason::kEndOfCapture, or kTimeout/kFin/kRst when
   // that already applies), at most `max_flows` per call so the caller can drain the rings in
   // between; returns true while flows remain. finish() closes all at once (small tables, tests).
@@ -136,7 +153,9 @@ class Worker {
   };
   Staged staged_[kBurst];
   uint32_t staged_count_ = 0;
-  uint64_t now_ns_ = 0;  // newest capture time seen: the worker's clock
+  uint64_t now_ns_ = 0;    // newest capture time seen: the worker's clock
+  uint64_t swept_ns_ = 0;  // source time of the last advance_time() sweep
+  void sweep_expired(uint32_t budget);
 
   void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo);
   bool expired(const Flow& f) const;

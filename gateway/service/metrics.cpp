@@ -92,6 +92,19 @@ Metrics::Metrics()
     drops_[i] = &drops.Add({{"reason", drop_name(static_cast<Drop>(i))}});
   }
   drops_ring_full_ = &drops.Add({{"reason", "sample_ring_full"}});
+  drops_rtt_unmeasurable_ = &drops.Add({{"reason", "rtt_below_clock_resolution"}});
+  capture_dropped_ = &BuildCounter()
+                          .Name("spand_capture_dropped_total")
+                          .Help(
+                              "Frames the kernel or the NIC dropped before the gateway saw them "
+                              "(libpcap ps_drop + ps_ifdrop, DPDK imissed + rx_nombuf)")
+                          .Register(r)
+                          .Add({});
+  capture_interface_down_ = &BuildCounter()
+                                 .Name("spand_capture_interface_down_total")
+                                 .Help("Times a live interface went down or away")
+                                 .Register(r)
+                                 .Add({});
   connections_active_ = &BuildGauge()
                              .Name("spand_connections_active")
                              .Help("Connections in the flow tables now")
@@ -194,6 +207,9 @@ void Metrics::set_capture_totals(const CaptureTotals& t) {
   advance(bytes_, t.bytes, b.bytes);
   for (size_t i = 1; i < drops_.size(); ++i) advance(drops_[i], t.drops[i], b.drops[i]);
   advance(drops_ring_full_, t.ring_full_samples, b.ring_full_samples);
+  advance(drops_rtt_unmeasurable_, t.rtt_below_resolution, b.rtt_below_resolution);
+  advance(capture_dropped_, t.capture_drops, b.capture_drops);
+  advance(capture_interface_down_, t.capture_interface_down, b.capture_interface_down);
   advance(connections_created_, t.flows_created, b.flows_created);
   advance(connections_evicted_, t.flows_evicted, b.flows_evicted);
   advance(samples_wc_, t.samples_wc, b.samples_wc);

@@ -88,6 +88,9 @@ class Metrics {
   prometheus::Counter* bytes_;
   std::array<prometheus::Counter*, static_cast<size_t>(Drop::kCount)> drops_{};
   prometheus::Counter* drops_ring_full_;
+  prometheus::Counter* drops_rtt_unmeasurable_;
+  prometheus::Counter* capture_dropped_;
+  prometheus::Counter* capture_interface_down_;
   prometheus::Gauge* connections_active_;
   prometheus::Gauge* loss_states_;
   prometheus::Counter* connections_created_;
