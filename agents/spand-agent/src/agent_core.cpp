@@ -78,7 +78,17 @@ void AgentCore::store(const Estimate& est, double now) {
   e.next_fetch_s = now + kRefetchS;
 }
 
+const PathInfo* AgentCore::path_for(const Prefix& prefix, double now, PathInfo& tmp) const {
+  if (!paths_) return nullptr;
+  auto info = paths_->get(prefix, now);
+  if (!info) return nullptr;
+  tmp = *info;
+  return &tmp;
+}
+
 void AgentCore::reconcile(const Prefix& prefix, CacheEntry& e, double now) {
+  PathInfo tmp;
+  const PathInfo* path = path_for(prefix, now, tmp);
   for (const PortConfig* pc : ports()) {
     PolicyKey key{applier_.per_port() ? pc->port : uint16_t{0}, prefix};
     Decision d;
@@ -86,7 +96,7 @@ void AgentCore::reconcile(const Prefix& prefix, CacheEntry& e, double now) {
       d.skip = SkipReason::kNoEstimate;
     } else {
       double age = e.estimate->age_s + (now - e.received_s);
-      d = decide(*e.estimate, age, *pc, cfg_.policy, available_cc_);
+      d = decide(*e.estimate, age, *pc, cfg_.policy, available_cc_, path);
     }
     auto it = installed_.find(key);
     std::string err;
@@ -123,8 +133,10 @@ void AgentCore::tick() {
     store(est, now);
     auto& e = cache_[est.prefix];
     // A fresh push decides anew: count the decision even if nothing changes in the kernel.
+    PathInfo tmp;
+    const PathInfo* path = path_for(est.prefix, now, tmp);
     for (const PortConfig* pc : ports()) {
-      Decision d = decide(est, est.age_s, *pc, cfg_.policy, available_cc_);
+      Decision d = decide(est, est.age_s, *pc, cfg_.policy, available_cc_, path);
       if (d.skip != SkipReason::kNone) count_skip(d.skip);
     }
     reconcile(est.prefix, e, now);
@@ -139,13 +151,17 @@ void AgentCore::tick() {
     if (now >= e.next_fetch_s) {
       FetchResult r = source_.get(prefix);
       switch (r.status) {
-        case FetchStatus::kOk:
+        case FetchStatus::kOk: {
           store(*r.estimate, now);
+          PathInfo tmp;
+          const PathInfo* path = path_for(prefix, now, tmp);
           for (const PortConfig* pc : ports()) {
-            Decision d = decide(*r.estimate, r.estimate->age_s, *pc, cfg_.policy, available_cc_);
+            Decision d =
+                decide(*r.estimate, r.estimate->age_s, *pc, cfg_.policy, available_cc_, path);
             if (d.skip != SkipReason::kNone) count_skip(d.skip);
           }
           break;
+        }
         case FetchStatus::kNotFound:
           e.estimate.reset();
           e.backoff_s = 0;

@@ -14,6 +14,7 @@
 #include "applier.hpp"
 #include "config.hpp"
 #include "estimate.hpp"
+#include "path_rate.hpp"
 #include "policy.hpp"
 
 namespace spand::agent {
@@ -37,6 +38,8 @@ class AgentCore {
   AgentCore(const AgentConfig& cfg, EstimateSource& source, KernelApplier& applier, Clock& clock,
             std::set<std::string> available_cc = {});
 
+  // What this host measures toward each prefix (WindowRule::kRounds); optional, not owned.
+  void set_path_rates(const PathRates* paths) { paths_ = paths; }
   // A connection from `remote` (an address, any length) was seen on a local port.
   void observe(const Prefix& remote);
   // Pushed updates, fetches of prefixes without a fresh estimate (with backoff when the
@@ -65,6 +68,9 @@ class AgentCore {
   void reconcile(const Prefix& prefix, CacheEntry& e, double now);
   std::vector<const PortConfig*> ports() const;
   void count_skip(SkipReason r) { ++counters_.skipped_total[static_cast<size_t>(r)]; }
+  // The path toward `prefix` into `tmp`; nullptr when nothing is known.
+  const PathInfo* path_for(const Prefix& prefix, double now, PathInfo& tmp) const;
+  const PathRates* paths_ = nullptr;
 
   const AgentConfig& cfg_;
   EstimateSource& source_;

@@ -163,9 +163,10 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   }
   if (const toml::table* p = root["policy"].as_table()) {
     auto& pc = cfg.policy;
-    r.unknown_keys(*p,
-                   {"max_initial_cwnd", "min_samples", "max_age_s", "skip_slow_start", "ca_emulate",
-                    "pace", "seed_syn_rto", "mss", "high_bdp_cc", "high_bdp_wc_segments"});
+    r.unknown_keys(
+        *p, {"max_initial_cwnd", "min_samples", "max_age_s", "skip_slow_start", "ca_emulate",
+             "pace", "seed_syn_rto", "mss", "high_bdp_cc", "high_bdp_wc_segments", "window_rule",
+             "kernel_initial_cwnd", "path_rate", "path_rate_interval_ms", "path_rate_window_s"});
     r.integer(*p, "max_initial_cwnd", pc.max_initial_cwnd, 1, 65535);
     r.integer(*p, "min_samples", pc.min_samples, 0, INT64_MAX);
     r.number(*p, "max_age_s", pc.max_age_s, 0, 86400);
@@ -176,6 +177,19 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.integer(*p, "mss", pc.mss_bytes, 64, 65535);
     r.string(*p, "high_bdp_cc", pc.high_bdp_cc);
     r.integer(*p, "high_bdp_wc_segments", pc.high_bdp_wc_segments, 1, 1000000);
+    std::string rule = pc.window_rule == WindowRule::kPaper ? "paper" : "rounds";
+    r.string(*p, "window_rule", rule);
+    if (rule == "paper") {
+      pc.window_rule = WindowRule::kPaper;
+    } else if (rule == "rounds") {
+      pc.window_rule = WindowRule::kRounds;
+    } else if (const toml::node* n = p->get("window_rule")) {
+      r.fail(*n, "window_rule: expected \"paper\" or \"rounds\"");
+    }
+    r.integer(*p, "kernel_initial_cwnd", pc.kernel_initial_cwnd, 1, 65535);
+    r.boolean(*p, "path_rate", pc.path_rate);
+    r.integer(*p, "path_rate_interval_ms", pc.path_rate_interval_ms, 5, 60000);
+    r.number(*p, "path_rate_window_s", pc.path_rate_window_s, 1, 86400);
   } else if (const toml::node* n = root.get("policy")) {
     r.fail(*n, "policy: expected a table");
   }

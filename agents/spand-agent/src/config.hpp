@@ -21,6 +21,13 @@ struct PortConfig {
   bool tune = false;  // sockets of this port may get spand_tune requests
 };
 
+// How a W_c estimate becomes the first window (docs/DESIGN.md, "Rules the benefit lab chose").
+enum class WindowRule : uint8_t {
+  kPaper,   // the paper: cwnd_opt (Eq. 4), paced at cwnd_opt / mean RTT
+  kRounds,  // never more rounds than the kernel's slow start; window up to the path's BDP;
+            // paced at the measured bottleneck rate (PathRates) over the propagation RTT
+};
+
 struct PolicyConfig {
   uint32_t max_initial_cwnd = 64;      // segments; cap on any window the agent sets
   uint64_t min_samples = 3;            // fewer W_c samples: leave slow start alone
@@ -32,6 +39,12 @@ struct PolicyConfig {
   uint32_t mss_bytes = 1448;           // for transfer segments and the pacing rate
   std::string high_bdp_cc;             // congestion control for W_c >= high_bdp_wc_segments
   uint32_t high_bdp_wc_segments = 16;  // Scalable TCP's legacy window
+  WindowRule window_rule = WindowRule::kRounds;
+  uint32_t kernel_initial_cwnd = 10;  // the kernel default (IW10) that a window must beat
+  // Read delivery rate and min RTT from TCP_INFO of this host's connections (PathRates).
+  bool path_rate = true;
+  uint32_t path_rate_interval_ms = 20;
+  double path_rate_window_s = 300;
 };
 
 struct AgentConfig {

@@ -32,6 +32,7 @@
 #include "file_source.hpp"
 #include "metrics.hpp"
 #include "pacing_qdisc.hpp"
+#include "path_rate.hpp"
 #include "route_applier.hpp"
 #include "sock_diag.hpp"
 #include "spand_maps.h"
@@ -567,6 +568,15 @@ int run(int argc, char** argv) {
       bpf_applier ? cfg.cgroup_path.c_str() : "-",
       cfg.estimates_file.empty() ? cfg.estimate_server.c_str() : cfg.estimates_file.c_str());
 
+  // The path toward each prefix, from TCP_INFO of every connection this host accepted.
+  PathRates paths(cfg.policy.path_rate_window_s);
+  const bool sample_paths = cfg.policy.path_rate && cfg.policy.window_rule == WindowRule::kRounds;
+  if (sample_paths) {
+    core.set_path_rates(&paths);
+    std::fprintf(stderr, "spand-agent: reading delivery rates every %u ms\n",
+                 cfg.policy.path_rate_interval_ms);
+  }
+  double next_path_s = clock.now_s();
   std::vector<ReportItem> reports;
   TcpInfoSampler sampler(cfg.sample_max_sockets);
   TcpReporter tcp_reporter;
@@ -576,6 +586,18 @@ int run(int argc, char** argv) {
   double next_refresh_s = clock.now_s();
   double next_sample_s = next_refresh_s;
   while (!g_stop) {
+    if (sample_paths && clock.now_s() >= next_path_s) {
+      next_path_s = clock.now_s() + cfg.policy.path_rate_interval_ms / 1000.0;
+      TcpInfoDump dump;
+      std::string err;
+      if (dump_tcp_info(dump, err)) {
+        const double now = clock.now_s();
+        for (const TcpInfoSnapshot& s : dump.sockets) {
+          if (!dump.listening_ports.count(s.local_port)) continue;  // connections we accepted
+          paths.observe(core.key_prefix(s.remote), s.delivery_rate_bytes_per_s, s.min_rtt_us, now);
+        }
+      }
+    }
     if (cfg.sample_tcp_info && clock.now_s() >= next_sample_s) {
       next_sample_s = clock.now_s() + cfg.sample_interval_ms / 1000.0;
 #ifdef SPAND_AGENT_GRPC
@@ -593,6 +615,7 @@ int run(int argc, char** argv) {
              }))
           core.observe(p);
       }
+      if (sample_paths) paths.expire(clock.now_s());
       core.tick();
       uint64_t grpc_errors = 0;
 #ifdef SPAND_AGENT_GRPC
@@ -613,6 +636,7 @@ int run(int argc, char** argv) {
       if (once) break;
     }
     double next_s = cfg.sample_tcp_info ? std::min(next_refresh_s, next_sample_s) : next_refresh_s;
+    if (sample_paths) next_s = std::min(next_s, next_path_s);
     int timeout_ms = std::max(0, static_cast<int>((next_s - clock.now_s()) * 1000.0 + 0.999));
     pollfd pfd{report_fd, POLLIN, 0};
     int n = poll(&pfd, report_fd >= 0 ? 1 : 0, timeout_ms);

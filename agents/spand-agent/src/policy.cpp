@@ -25,6 +25,8 @@ const char* skip_reason_name(SkipReason r) {
       return "port_disabled";
     case SkipReason::kUnavailable:
       return "unavailable";
+    case SkipReason::kNoGain:
+      return "no_gain";
     case SkipReason::kCount:
       break;
   }
@@ -37,8 +39,89 @@ uint32_t syn_rto_ms_for(uint32_t srtt_us) {
   return static_cast<uint32_t>(std::clamp(rto_ms, kMinMs, kMaxMs));
 }
 
+uint32_t rounds_slow_start(uint64_t segments, uint32_t iw) {
+  uint32_t rounds = 0;
+  for (uint64_t sent = 0, w = std::max<uint32_t>(iw, 1); sent < segments; w *= 2) {
+    sent += w;
+    ++rounds;
+  }
+  return rounds;
+}
+
+uint32_t rounds_avoidance(uint64_t segments, uint32_t iw) {
+  uint32_t rounds = 0;
+  for (uint64_t sent = 0, w = std::max<uint32_t>(iw, 1); sent < segments; ++w) {
+    sent += w;
+    ++rounds;
+  }
+  return rounds;
+}
+
+namespace {
+
+// WindowRule::kRounds (docs/DESIGN.md, "Rules the benefit lab chose"):
+// - a transfer the kernel's initial window sends in one round is left alone;
+// - the window is the transfer, capped by the larger of cwnd_opt (Eq. 4 on W_c) and the path's
+//   bandwidth-delay product (measured rate x propagation RTT): W_c learned from bursty senders
+//   reads low on a path whose buffer their bursts overflow, the rate does not;
+// - a window that needs as many rounds as slow start from IW10 is not applied;
+// - the first window is paced at the larger of the measured delivery rate and the window over
+//   the propagation RTT (not the mean RTT, which includes queueing): as fast as the bottleneck
+//   drains it when the rate is known, so it builds no queue and costs no time.
+Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
+                       const PolicyConfig& policy, const PathInfo* path) {
+  Decision d;
+  const uint64_t segments = spand_segments_for_bytes(port.response_bytes, policy.mss_bytes);
+  const uint32_t iw_kernel = policy.kernel_initial_cwnd;
+  if (segments <= iw_kernel) return {SkipReason::kNoGain, {}};
+  spand_cwnd_result r{};
+  if (spand_cwnd_opt(wc, segments, port.acked_per_ack, SPAND_LOSS_FREE, 1, &r) != SPAND_OK ||
+      r.cwnd_opt == 0)
+    return {SkipReason::kInvalid, {}};
+  // Propagation RTT: the smallest RTT known (the gateway's window minimum, this host's kernel).
+  double prop_rtt_us = est.min_rtt_ms > 0 ? est.min_rtt_ms * 1000.0 : est.rtt_ms * 1000.0;
+  if (path && path->min_rtt_us && (prop_rtt_us < 1 || path->min_rtt_us < prop_rtt_us))
+    prop_rtt_us = path->min_rtt_us;
+  const uint64_t rate = path ? path->rate_bytes_per_s : 0;
+  uint64_t bdp_segments = 0;
+  if (rate && prop_rtt_us >= 1)
+    bdp_segments = static_cast<uint64_t>(double(rate) * prop_rtt_us / 1e6 / policy.mss_bytes);
+  const uint64_t cap = std::max<uint64_t>(r.cwnd_opt, bdp_segments);
+  const uint32_t window =
+      static_cast<uint32_t>(std::min<uint64_t>({segments, cap, policy.max_initial_cwnd}));
+  if (window <= iw_kernel ||
+      rounds_avoidance(segments, window) >= rounds_slow_start(segments, iw_kernel))
+    return {SkipReason::kNoGain, {}};
+
+  KernelPolicy& p = d.policy;
+  p.init_cwnd_segments = window;
+  p.capped = r.cwnd_opt > policy.max_initial_cwnd;
+  p.skip_slow_start = policy.skip_slow_start;
+  p.ca_emulate = policy.skip_slow_start && policy.ca_emulate;
+  p.wc_segments = std::min(wc, policy.max_initial_cwnd);
+  p.acked_per_ack = port.acked_per_ack;
+  const double srtt_us = est.rtt_ms * 1000.0;
+  if (srtt_us >= 1) {
+    p.srtt_us = static_cast<uint32_t>(std::min(srtt_us, 60e6));
+    p.rttvar_us = p.srtt_us / 2;
+    if (policy.seed_syn_rto) p.syn_rto_ms = syn_rto_ms_for(p.srtt_us);
+  }
+  if (policy.pace && prop_rtt_us >= 1) {
+    // The larger of the measured rate and the window over one propagation RTT: both are at most
+    // the bottleneck rate (a delivery rate only reads low; a window up to the BDP spread over a
+    // round trip), or the window exceeds the BDP by at most what W_c says the buffer holds.
+    const uint64_t per_rtt = spand_pacing_rate_bytes_per_s(std::max(window, std::min(wc, window)),
+                                                           policy.mss_bytes, prop_rtt_us);
+    p.pacing_rate_bytes_per_s = std::max(rate, per_rtt);
+  }
+  return d;
+}
+
+}  // namespace
+
 Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
-                const PolicyConfig& policy, const std::set<std::string>& available_cc) {
+                const PolicyConfig& policy, const std::set<std::string>& available_cc,
+                const PathInfo* path) {
   Decision d;
   if (!port.enabled) return {SkipReason::kPortDisabled, {}};
   if (est.verdict != Verdict::kUseEstimate) return {SkipReason::kSlowStart, {}};
@@ -51,6 +134,13 @@ Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
   // A mean W_c beyond 32 bits is nonsense, but the cap below makes any large value safe.
   double wc_clamped = std::min(est.wc_segments, static_cast<double>(SPAND_WC_MAX_SEGMENTS));
   auto wc = static_cast<uint32_t>(std::llround(wc_clamped));
+  if (policy.window_rule == WindowRule::kRounds) {
+    d = decide_rounds(est, wc, port, policy, path);
+    if (d.skip == SkipReason::kNone && !policy.high_bdp_cc.empty() &&
+        wc >= policy.high_bdp_wc_segments && available_cc.count(policy.high_bdp_cc))
+      d.policy.congestion_control = policy.high_bdp_cc;
+    return d;
+  }
   uint64_t transfer_segments = spand_segments_for_bytes(port.response_bytes, policy.mss_bytes);
   spand_cwnd_result r{};
   if (spand_cwnd_opt(wc, transfer_segments, port.acked_per_ack, SPAND_LOSS_FREE, 1, &r) !=

@@ -8,6 +8,7 @@
 
 #include "config.hpp"
 #include "estimate.hpp"
+#include "path_rate.hpp"
 
 namespace spand::agent {
 
@@ -20,6 +21,7 @@ enum class SkipReason {
   kInvalid,        // W_c or RTT not a usable number
   kPortDisabled,   // enabled = false for the port
   kUnavailable,    // the source could not be asked
+  kNoGain,         // the kernel's slow start would finish in as few rounds (WindowRule::kRounds)
   kCount
 };
 const char* skip_reason_name(SkipReason r);
@@ -52,9 +54,17 @@ struct Decision {
   KernelPolicy policy;  // meaningful when skip == kNone
 };
 
-// `age_now_s` is the estimate's age now (its age when received plus the time since).
+// `age_now_s` is the estimate's age now (its age when received plus the time since); `path` is
+// what this host measured itself toward the prefix (nullptr: nothing).
 Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
-                const PolicyConfig& policy, const std::set<std::string>& available_cc);
+                const PolicyConfig& policy, const std::set<std::string>& available_cc,
+                const PathInfo* path = nullptr);
+
+// Round trips to send `segments` from an initial window `iw`: slow start (the window doubles
+// each round, as Linux grows cwnd by every segment acked) or, with slow start skipped,
+// congestion avoidance (one segment more each round).
+uint32_t rounds_slow_start(uint64_t segments, uint32_t iw);
+uint32_t rounds_avoidance(uint64_t segments, uint32_t iw);
 
 // SYN/SYN-ACK RTO from an RTT: srtt + 4 * rttvar with rttvar = srtt / 2 (RFC 6298's first
 // sample), kept within [200 ms, 1 s]: never longer than the kernel's 1 s default.

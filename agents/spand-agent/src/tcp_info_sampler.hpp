@@ -29,12 +29,14 @@ struct TcpInfoSnapshot {
   Prefix remote;  // full-length address
   CcKind cc = CcKind::kOther;
   CaState ca_state = CaState::kOpen;
-  uint32_t cwnd_segments = 0;      // tcpi_snd_cwnd
-  uint32_t ssthresh_segments = 0;  // tcpi_snd_ssthresh
-  uint32_t rtt_us = 0;             // tcpi_rtt (smoothed)
-  uint32_t total_retrans = 0;      // tcpi_total_retrans
-  uint32_t mss_bytes = 0;          // tcpi_snd_mss
-  uint64_t bytes_acked = 0;        // tcpi_bytes_acked
+  uint32_t cwnd_segments = 0;              // tcpi_snd_cwnd
+  uint32_t ssthresh_segments = 0;          // tcpi_snd_ssthresh
+  uint32_t rtt_us = 0;                     // tcpi_rtt (smoothed)
+  uint32_t total_retrans = 0;              // tcpi_total_retrans
+  uint32_t mss_bytes = 0;                  // tcpi_snd_mss
+  uint64_t bytes_acked = 0;                // tcpi_bytes_acked
+  uint64_t delivery_rate_bytes_per_s = 0;  // tcpi_delivery_rate (the kernel's rate sample)
+  uint32_t min_rtt_us = 0;                 // tcpi_min_rtt
 };
 
 enum class TcpSampleKind : uint8_t { kRtt, kWcLoss, kWcEnd };

@@ -12,6 +12,7 @@ AgentConfig config() {
   web.port = 80;
   web.response_bytes = 1448 * 11;  // F = 11 segments: with W_c = 10, b = 1 the paper's Fig. 4
   c.ports.push_back(web);
+  c.policy.window_rule = WindowRule::kPaper;  // the paper's Fig. 4 numbers below
   return c;
 }
 

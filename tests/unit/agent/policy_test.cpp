@@ -17,8 +17,15 @@ PortConfig port(uint64_t bytes, uint32_t b = 1) {
   return p;
 }
 
+// The paper's rule (Eq. 4, paced at cwnd_opt / mean RTT): what the tests below check.
+PolicyConfig paper_rule() {
+  PolicyConfig p;
+  p.window_rule = WindowRule::kPaper;
+  return p;
+}
+
 TEST(Policy, WorkedExampleAndPacingAndRto) {
-  PolicyConfig pol;
+  PolicyConfig pol = paper_rule();
   Decision d = decide(E("198.51.100.0/24", 10, 20), 0, port(1448 * 11), pol, {});
   ASSERT_EQ(d.skip, SkipReason::kNone);
   EXPECT_EQ(d.policy.init_cwnd_segments, 5u);
@@ -29,7 +36,7 @@ TEST(Policy, WorkedExampleAndPacingAndRto) {
 }
 
 TEST(Policy, AbsurdWindowIsCapped) {
-  PolicyConfig pol;
+  PolicyConfig pol = paper_rule();
   pol.max_initial_cwnd = 64;
   Decision d = decide(E("198.51.100.0/24", 1e6), 0, port(10'000'000), pol, {});
   ASSERT_EQ(d.skip, SkipReason::kNone);
@@ -42,7 +49,7 @@ TEST(Policy, AbsurdWindowIsCapped) {
 }
 
 TEST(Policy, SkipReasons) {
-  PolicyConfig pol;
+  PolicyConfig pol = paper_rule();
   pol.min_samples = 5;
   pol.max_age_s = 300;
   EXPECT_EQ(decide(E("198.51.100.0/24", 10, 20, 4), 0, port(1000), pol, {}).skip,
@@ -59,7 +66,7 @@ TEST(Policy, SkipReasons) {
 }
 
 TEST(Policy, NoRttMeansNoPacingAndNoRtoSeed) {
-  PolicyConfig pol;
+  PolicyConfig pol = paper_rule();
   Decision d = decide(E("198.51.100.0/24", 10, 0), 0, port(1448 * 11), pol, {});
   ASSERT_EQ(d.skip, SkipReason::kNone);
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 0u);
@@ -67,7 +74,7 @@ TEST(Policy, NoRttMeansNoPacingAndNoRtoSeed) {
 }
 
 TEST(Policy, HighBdpCongestionControlOnlyWhenAvailable) {
-  PolicyConfig pol;
+  PolicyConfig pol = paper_rule();
   pol.high_bdp_cc = "cubic";
   pol.high_bdp_wc_segments = 16;
   EXPECT_EQ(decide(E("198.51.100.0/24", 40), 0, port(100000), pol, {"reno", "cubic"})
@@ -85,6 +92,96 @@ TEST(Policy, SynRtoBounds) {
   EXPECT_EQ(syn_rto_ms_for(100'000), 300u);
   EXPECT_EQ(syn_rto_ms_for(1'000), 200u);
   EXPECT_EQ(syn_rto_ms_for(2'000'000), 1000u);
+}
+
+// Rounds by hand: IW10 slow start sends 10, 20, 40, 80 (cumulative 10, 30, 70, 150); with slow
+// start skipped a window w sends w, w + 1, ...
+TEST(RoundsRule, RoundCounts) {
+  EXPECT_EQ(rounds_slow_start(7, 10), 1u);
+  EXPECT_EQ(rounds_slow_start(21, 10), 2u);
+  EXPECT_EQ(rounds_slow_start(30, 10), 2u);
+  EXPECT_EQ(rounds_slow_start(31, 10), 3u);
+  EXPECT_EQ(rounds_slow_start(70, 10), 3u);
+  EXPECT_EQ(rounds_slow_start(71, 10), 4u);
+  EXPECT_EQ(rounds_avoidance(21, 21), 1u);
+  EXPECT_EQ(rounds_avoidance(21, 11), 2u);  // 11 + 12
+  EXPECT_EQ(rounds_avoidance(21, 10), 2u);  // 10 + 11
+  EXPECT_EQ(rounds_avoidance(22, 10), 3u);
+  EXPECT_EQ(rounds_avoidance(70, 35), 2u);
+  EXPECT_EQ(rounds_avoidance(70, 34), 3u);  // 34 + 35 = 69
+}
+
+TEST(RoundsRule, SmallTransfersAndSmallWindowsAreLeftToTheKernel) {
+  PolicyConfig pol;
+  // 10 KB = 7 segments: IW10 sends it in one round; the paper's rule would pace 7 segments.
+  EXPECT_EQ(decide(E("198.51.100.0/24", 30, 50), 0, port(10'000), pol, {}).skip,
+            SkipReason::kNoGain);
+  // W_c 6 for 21 segments: Eq. 4 gives 1 (cause 5 of the closed-loop issue); IW10 does better.
+  EXPECT_EQ(decide(E("198.51.100.0/24", 6, 50), 0, port(21 * 1448), pol, {}).skip,
+            SkipReason::kNoGain);
+  Estimate wc6 = E("198.51.100.0/24", 6, 50);
+  EXPECT_EQ(decide(wc6, 0, port(21 * 1448), paper_rule(), {}).policy.init_cwnd_segments, 1u);
+}
+
+TEST(RoundsRule, WindowIsTheTransferUpToTheLargerOfCwndOptAndTheBdp) {
+  PolicyConfig pol;
+  Estimate est = E("198.51.100.0/24", 25, 60);
+  est.min_rtt_ms = 50;
+  // 30 KB = 21 segments, W_c 25: the whole transfer in one round, paced at least at
+  // 21 segments per propagation RTT (not the mean RTT of 60 ms).
+  Decision d = decide(est, 0, port(21 * 1448), pol, {});
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 21u);
+  EXPECT_TRUE(d.policy.skip_slow_start);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 21u * 1448 * 20);  // 21 segments per 50 ms
+  // 100 KB = 70 segments with W_c 25: Eq. 4 alone is not enough to beat slow start's 3
+  // rounds; a measured 10 Mbit/s over 50 ms (BDP 43 segments) is, paced at that rate.
+  PathInfo path{1'250'000, 50'000, 10};
+  d = decide(est, 0, port(70 * 1448), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 43u);  // 1.25 MB/s x 50 ms / 1448 B
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 1'250'000u);
+  // Without the path, the window from W_c needs 3 rounds as well: left to the kernel.
+  EXPECT_EQ(decide(est, 0, port(70 * 1448), pol, {}).skip, SkipReason::kNoGain);
+}
+
+TEST(RoundsRule, PacingNeverBelowTheMeasuredRateNorAboveTheCap) {
+  // A capped window loses to slow start on a long transfer (30, 31, ... against 10, 20, 40 ...).
+  EXPECT_EQ(rounds_avoidance(691, 30) > rounds_slow_start(691, 10), true);
+  PolicyConfig pol;
+  pol.max_initial_cwnd = 30;
+  Estimate est = E("198.51.100.0/24", 200, 100);
+  est.min_rtt_ms = 100;
+  PathInfo slow{100'000, 0, 1};  // a rate sample far under window / RTT
+  // 60 segments: the capped window (30 + 31) takes 2 rounds, slow start 3.
+  Decision d = decide(est, 0, port(60 * 1448), pol, {}, &slow);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 30u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 30u * 1448 * 10);
+  PathInfo fast{5'000'000, 80'000, 1};  // the host saw a smaller min RTT: it wins
+  d = decide(est, 0, port(60 * 1448), pol, {}, &fast);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 5'000'000u);
+}
+
+TEST(PathRates, WindowedMaxRateAndMinRtt) {
+  PathRates r(60);  // six buckets of 10 s
+  const Prefix p = P("198.51.100.0/24");
+  EXPECT_FALSE(r.get(p, 0).has_value());
+  r.observe(p, 1000, 50'000, 1);
+  r.observe(p, 3000, 60'000, 2);
+  r.observe(p, 2000, 40'000, 25);
+  auto i = r.get(p, 30);
+  ASSERT_TRUE(i.has_value());
+  EXPECT_EQ(i->rate_bytes_per_s, 3000u);
+  EXPECT_EQ(i->min_rtt_us, 40'000u);
+  EXPECT_EQ(i->samples, 3u);
+  // At 62 s the readings of 0-10 s have left the window; the one at 25 s stays until 80 s.
+  i = r.get(p, 62);
+  ASSERT_TRUE(i.has_value());
+  EXPECT_EQ(i->rate_bytes_per_s, 2000u);
+  r.expire(85);
+  EXPECT_FALSE(r.get(p, 85).has_value());
+  EXPECT_EQ(r.prefixes(), 0u);
 }
 
 }  // namespace

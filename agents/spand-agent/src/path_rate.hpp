@@ -1,0 +1,49 @@
+// What this host's own connections tell about the path to each client network: the kernel's
+// delivery rate (BBR's estimator: data delivered over the ACK interval, per ACK) and its min RTT,
+// read from TCP_INFO of every connection the host has. Per key prefix, the largest delivery rate
+// and the smallest min RTT over a sliding window: the bottleneck rate and the propagation RTT
+// that the first window is paced with (the largest rate, because a rate sample can only read
+// low: an application-limited or a shared interval delivers less than the path can).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "prefix.hpp"
+
+namespace spand::agent {
+
+struct PathInfo {
+  uint64_t rate_bytes_per_s = 0;  // 0: not measured
+  uint32_t min_rtt_us = 0;        // 0: not measured
+  uint32_t samples = 0;           // socket readings in the window
+};
+
+class PathRates {
+ public:
+  // `window_s` is split into kBuckets slots; a reading leaves the window after window_s at most.
+  explicit PathRates(double window_s = 300) : bucket_s_(window_s / kBuckets) {}
+
+  void observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uint32_t min_rtt_us,
+               double now_s);
+  std::optional<PathInfo> get(const Prefix& key_prefix, double now_s) const;
+  // Drops prefixes with no reading in the window.
+  void expire(double now_s);
+  size_t prefixes() const { return paths_.size(); }
+
+ private:
+  static constexpr int kBuckets = 6;
+  struct Bucket {
+    int64_t index = -1;  // floor(now_s / bucket_s_) when written
+    uint64_t rate = 0;
+    uint32_t min_rtt_us = 0;
+    uint32_t samples = 0;
+  };
+  int64_t index_of(double now_s) const { return static_cast<int64_t>(now_s / bucket_s_); }
+  double bucket_s_;
+  std::map<Prefix, std::array<Bucket, kBuckets>> paths_;
+};
+
+}  // namespace spand::agent
