@@ -120,6 +120,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 86400u));
   cg->add_option("--min-samples", ctl.min_samples, "Fewer W_c samples in the window: SLOW_START")
       ->default_val(ctl.min_samples);
+  cg->add_option("--clock-skew-s", ctl.clock_skew_s,
+                 "Samples, Report timestamps and the store clock may lie at most this far "
+                 "ahead of the wall clock")
+      ->default_val(ctl.clock_skew_s)
+      ->check(CLI::Range(1u, 86400u));
   cg->add_option("--backlog-max", ctl.backlog_max_updates,
                  "Unflushed bucket updates kept while Redis is unreachable")
       ->default_val(ctl.backlog_max_updates);

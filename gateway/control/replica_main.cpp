@@ -62,6 +62,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"redis", "wall"}));
   app.add_option("--clock-poll-ms", clock_poll_ms, "how often spand:clock is read")
       ->capture_default_str();
+  app.add_option("--clock-skew-s", c.clock_skew_s,
+                 "tolerance for times ahead of the wall clock: a spand:clock or Report timestamp "
+                 "further ahead is ignored or rejected")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 86400u));
   app.add_option("--cache-ttl-ms", so.core.cache_ttl_ms, "local estimate cache TTL (0: off)")
       ->capture_default_str();
   app.add_option("--cache-max-entries", so.core.cache_max_entries, "local cache bound")
@@ -99,6 +104,7 @@ int main(int argc, char** argv) {
 
   auto next_clock = std::chrono::steady_clock::now();
   bool warned = false;
+  bool warned_future = false;
   while (!g_stop) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_clock) {
@@ -113,6 +119,17 @@ int main(int argc, char** argv) {
       } else if (ns == 0) {
         // No gateway has written yet: agents' Report samples still need a sensible time.
         ns = wall_now_ns();
+      } else if (const uint64_t wall = wall_now_ns();
+                 ns > wall && ns - wall > uint64_t(c.clock_skew_s) * 1'000'000'000ULL) {
+        // A clock beyond wall time + skew was poisoned (a forged sample, a broken capture
+        // clock): not followed. The next flush of a gateway (or of Report samples) replaces it.
+        if (!warned_future)
+          std::fprintf(stderr,
+                       "spand-estimates: spand:clock is %.0f s ahead of this machine's clock; "
+                       "using the wall clock until a gateway repairs it\n",
+                       double(ns - wall) / 1e9);
+        warned_future = true;
+        ns = wall;
       }
       clock.advance_to(ns);
     }

@@ -182,6 +182,8 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   CoreOptions core_opts = opts.core;
   core_opts.prefix = c.prefix;
   core_opts.min_samples = c.min_samples;
+  core_opts.window_s = c.window_s;
+  core_opts.clock_skew_s = c.clock_skew_s;
   s->read_pool_ = std::make_unique<StorePool>(store_opts, opts.read_connections);
   s->core_ = std::make_unique<EstimatesCore>(*s->read_pool_, clock, core_opts, s.get(), nullptr,
                                              s->read_pool_.get());
@@ -255,6 +257,14 @@ void ServiceStack::publish_writer_metrics() {
   t.backlog_dropped = w.backlog_dropped_total;
   t.agent_samples_wc = agent_wc_;
   t.agent_samples_rtt = agent_rtt_;
+  t.rejected_future = w.rejected_future;
+  t.rejected_wc_bound = w.rejected_wc_bound;
+  t.rejected_rtt_bound = w.rejected_rtt_bound;
+  t.clock_clamped = write_store_->clock_clamped();
+  t.clock_repaired = write_store_->clock_repaired();
+  static_assert(std::tuple_size_v<decltype(t.report_rejected)> == size_t(ReportReject::kCount));
+  for (size_t i = 0; i < t.report_rejected.size(); ++i)
+    t.report_rejected[i] = core_->report_rejected(static_cast<ReportReject>(i));
   metrics_.set_writer_totals(t);
 }
 

@@ -11,6 +11,14 @@
 
 namespace spand {
 
+// Sample time sanity (docs/redis-schema.md, "Time sanity"): no sample, Report or store clock may
+// lie more than this beyond the wall clock (the writer's, or the Redis server's for the clock).
+inline constexpr uint32_t kDefaultClockSkewS = 60;
+// Bounds on one sample's value (docs/redis-schema.md): the largest window TCP can announce in
+// segments, and an RTT no path has.
+inline constexpr uint32_t kMaxWcSegments = 65535;
+inline constexpr uint32_t kMaxRttUs = 60'000'000;
+
 struct EstimatesOptions {
   std::string redis_url;                         // "" = no Redis; redis://[user:password@]host:port
   std::vector<std::string> redis_cluster_seeds;  // host:port of cluster nodes; non-empty = cluster
@@ -20,6 +28,7 @@ struct EstimatesOptions {
   uint32_t window_s = 300;
   uint32_t backlog_max_updates = 1'000'000;  // unflushed bucket updates kept while Redis is away
   uint32_t min_samples = 5;
+  uint32_t clock_skew_s = kDefaultClockSkewS;  // tolerance of timestamps beyond the wall clock
   PrefixConfig prefix;
 };
 

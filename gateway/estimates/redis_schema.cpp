@@ -175,17 +175,30 @@ return 1
   return s;
 }
 
-// KEYS[1] activity key, KEYS[2] clock key. ARGV: ttl_s, clock_ns ('0' = leave), then pairs of
-// prefix and samples. The clock only moves forward.
+// KEYS[1] activity key, KEYS[2] clock key. ARGV: ttl_s, clock_ns ('0' = leave), max_skew_s, then
+// pairs of prefix and samples. The clock only moves forward, and never beyond the Redis server's
+// wall time (TIME) + max_skew_s: a larger clock_ns is clamped to that limit, and a stored clock
+// already beyond it (poisoned, e.g. by a forged sample of an older version) is replaced.
+// Returns 1 + 2 if the clock was clamped + 4 if a poisoned clock was replaced.
 const RedisScript& add_activity_script() {
   static const RedisScript s = make(std::string(kLuaGreater) + R"lua(
-for i = 3, #ARGV, 2 do redis.call('ZINCRBY', KEYS[1], ARGV[i + 1], ARGV[i]) end
-if #ARGV > 2 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
-if ARGV[2] ~= '0' then
-  local c = redis.call('GET', KEYS[2])
-  if not c or gt(ARGV[2], c) then redis.call('SET', KEYS[2], ARGV[2]) end
+for i = 4, #ARGV, 2 do redis.call('ZINCRBY', KEYS[1], ARGV[i + 1], ARGV[i]) end
+if #ARGV > 3 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+local r = 1
+local t = redis.call('TIME')
+local limit = tostring(tonumber(t[1]) + tonumber(ARGV[3])) .. '000000000'
+local c = redis.call('GET', KEYS[2])
+if c and gt(c, limit) then
+  c = nil
+  r = r + 4
+  if ARGV[2] == '0' then redis.call('SET', KEYS[2], t[1] .. string.format('%06d', tonumber(t[2])) .. '000') end
 end
-return 1
+if ARGV[2] ~= '0' then
+  local v = ARGV[2]
+  if gt(v, limit) then v = limit; r = r + 2 end
+  if not c or gt(v, c) then redis.call('SET', KEYS[2], v) end
+end
+return r
 )lua");
   return s;
 }

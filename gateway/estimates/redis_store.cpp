@@ -50,6 +50,7 @@ bool redis_store_options_from(const EstimatesOptions& opts, RedisStoreOptions& o
   out = RedisStoreOptions{};
   out.window.window_s = opts.window_s;
   out.window.bucket_s = opts.bucket_s;
+  out.clock_skew_s = opts.clock_skew_s;
   if (opts.bucket_s == 0 || opts.window_s == 0) {
     error = "bucket and window must be at least one second";
     return false;
@@ -101,8 +102,9 @@ void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds,
   const RedisScript& s = add_activity_script();
   bool clock_sent = false;
   std::string clock = std::to_string(clock_ns);
+  const std::string skew = std::to_string(opts_.clock_skew_s);
   for (const auto& [bucket, per_prefix] : activity) {
-    RedisArgv args = {std::to_string(ttl_s_), clock};
+    RedisArgv args = {std::to_string(ttl_s_), clock, skew};
     auto flush_chunk = [&] {
       RedisCommand c;
       c.route_key = activity_key(bucket);
@@ -110,20 +112,20 @@ void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds,
       c.argv = evalsha_argv(s, {c.route_key, kClockKey}, args);
       cmds.push_back(std::move(c));
       clock_sent = true;
-      args = {std::to_string(ttl_s_), clock};
+      args = {std::to_string(ttl_s_), clock, skew};
     };
     for (const auto& [prefix, samples] : per_prefix) {
       args.push_back(prefix);
       args.push_back(std::to_string(samples));
-      if (args.size() >= 2 + 2 * size_t(opts_.activity_chunk)) flush_chunk();
+      if (args.size() >= 3 + 2 * size_t(opts_.activity_chunk)) flush_chunk();
     }
-    if (args.size() > 2) flush_chunk();
+    if (args.size() > 3) flush_chunk();
   }
   if (!clock_sent && clock_ns != 0) {
     RedisCommand c;
     c.route_key = kClockKey;
     c.script = &s;
-    c.argv = evalsha_argv(s, {activity_key(0), kClockKey}, {std::to_string(ttl_s_), clock});
+    c.argv = evalsha_argv(s, {activity_key(0), kClockKey}, {std::to_string(ttl_s_), clock, skew});
     cmds.push_back(std::move(c));
   }
 }
@@ -168,8 +170,15 @@ bool RedisStore::write_updates(std::vector<PendingUpdate>& updates, uint64_t clo
     }
   }
   bool activity_ok = true;
-  for (size_t i = updates.size(); i < cmds.size(); ++i)
-    if (!results[i].delivered || results[i].reply.is_error()) activity_ok = false;
+  for (size_t i = updates.size(); i < cmds.size(); ++i) {
+    const RedisResult& r = results[i];
+    if (!r.delivered || r.reply.is_error()) {
+      activity_ok = false;
+    } else if (r.reply.type == RedisReply::Type::kInteger) {
+      if (r.reply.integer & 2) ++clock_clamped_;
+      if (r.reply.integer & 4) ++clock_repaired_;
+    }
+  }
   if (!activity_ok) {
     // Not applied (or unknown): merge back so the next flush carries it again.
     ++activity_errors_;
@@ -321,6 +330,8 @@ RedisStoreStats RedisStore::stats() const {
   RedisStoreStats s;
   s.duplicates_skipped = duplicates_;
   s.activity_errors = activity_errors_;
+  s.clock_clamped = clock_clamped_;
+  s.clock_repaired = clock_repaired_;
   s.reconnects = exec_->reconnects();
   s.slot_refreshes = exec_->slot_refreshes();
   s.redirects = exec_->redirects();

@@ -2,6 +2,7 @@
 // and README, "Redis aggregation (gateway/estimates/)".
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +24,8 @@ struct RedisStoreOptions {
   WindowOptions window;
   uint32_t key_ttl_s = 0;            // 0 = window_s + bucket_s (wall-clock expiry)
   uint32_t activity_chunk = 10'000;  // prefixes per activity script call (bounds its run time)
+  // spand:{g}:clock never moves beyond the Redis server's TIME + this (docs/redis-schema.md).
+  uint32_t clock_skew_s = kDefaultClockSkewS;
 };
 
 // Fills store options from the gateway's options: redis_url or redis_cluster_seeds, the password
@@ -61,6 +64,8 @@ struct WindowRead {
 struct RedisStoreStats {
   uint64_t duplicates_skipped = 0;  // updates a retry found already applied
   uint64_t activity_errors = 0;     // activity/clock writes that failed (retried next flush)
+  uint64_t clock_clamped = 0;       // clock writes cut to Redis TIME + clock_skew_s
+  uint64_t clock_repaired = 0;      // stored clocks found beyond that limit and replaced
   uint64_t reconnects = 0;
   uint64_t slot_refreshes = 0;
   uint64_t redirects = 0;
@@ -92,6 +97,9 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   bool read_clock(uint64_t& now_ns, std::string& error);
 
   RedisStoreStats stats() const;
+  // Without the mutex (never waits for a flush in progress).
+  uint64_t clock_clamped() const { return clock_clamped_.load(std::memory_order_relaxed); }
+  uint64_t clock_repaired() const { return clock_repaired_.load(std::memory_order_relaxed); }
   const std::string& writer_id() const { return writer_id_; }
 
  private:
@@ -113,6 +121,8 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   uint64_t clock_pending_ns_ = 0;
   uint64_t duplicates_ = 0;
   uint64_t activity_errors_ = 0;
+  std::atomic<uint64_t> clock_clamped_{0};  // atomics: read without the mutex (metrics)
+  std::atomic<uint64_t> clock_repaired_{0};
 };
 
 }  // namespace spand

@@ -2,12 +2,42 @@
 
 namespace spand {
 
+uint64_t system_wall_now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count());
+}
+
+SampleReject check_sample(const Sample& s, const SampleWriterOptions& opts, uint64_t wall_now_ns) {
+  if (s.ts_ns > wall_now_ns &&
+      s.ts_ns - wall_now_ns > uint64_t(opts.clock_skew_s) * 1'000'000'000ULL)
+    return SampleReject::kFuture;
+  if (s.kind == SampleKind::kWc && s.value > opts.max_wc_segments) return SampleReject::kWcBound;
+  if (s.kind == SampleKind::kRtt && s.value > opts.max_rtt_us) return SampleReject::kRttBound;
+  return SampleReject::kNone;
+}
+
+const char* sample_reject_name(SampleReject r) {
+  switch (r) {
+    case SampleReject::kNone:
+      return "none";
+    case SampleReject::kFuture:
+      return "future";
+    case SampleReject::kWcBound:
+      return "wc_bound";
+    case SampleReject::kRttBound:
+      return "rtt_bound";
+  }
+  return "?";
+}
+
 SampleWriterOptions writer_options_from(const EstimatesOptions& opts) {
   SampleWriterOptions w;
   w.flush_interval_ms = opts.flush_interval_ms;
   w.bucket_s = opts.bucket_s ? opts.bucket_s : 10;
   w.backlog_max_updates = opts.backlog_max_updates;
   w.prefix = opts.prefix;
+  w.clock_skew_s = opts.clock_skew_s;
   return w;
 }
 
@@ -31,12 +61,27 @@ void SampleWriter::set_flush_observer(FlushObserver f) {
   observer_ = std::move(f);
 }
 
-void SampleWriter::add(const Sample& s) {
-  if (!is_aggregated(s.kind)) return;
+bool SampleWriter::add(const Sample& s) {
+  if (!is_aggregated(s.kind)) return true;
+  const uint64_t wall = opts_.wall_now_ns ? opts_.wall_now_ns() : system_wall_now_ns();
+  switch (check_sample(s, opts_, wall)) {
+    case SampleReject::kNone:
+      break;
+    case SampleReject::kFuture:
+      rejected_future_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    case SampleReject::kWcBound:
+      rejected_wc_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    case SampleReject::kRttBound:
+      rejected_rtt_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+  }
   uint64_t sec = s.ts_ns / 1'000'000'000ULL;
   Key k{prefix_of(s.client, opts_.prefix), sec - sec % opts_.bucket_s, s.origin};
   pending_[k].add(s);
   samples_added_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void SampleWriter::drop_oldest_beyond_bound(std::deque<PendingUpdate>& q) {
@@ -170,6 +215,9 @@ WriterStats SampleWriter::stats() const {
   s.backlog_dropped_total = dropped_.load(std::memory_order_relaxed);
   s.samples_dropped_total = samples_dropped_.load(std::memory_order_relaxed);
   s.redis_reconnects_total = sink_.reconnects();
+  s.rejected_future = rejected_future_.load(std::memory_order_relaxed);
+  s.rejected_wc_bound = rejected_wc_.load(std::memory_order_relaxed);
+  s.rejected_rtt_bound = rejected_rtt_.load(std::memory_order_relaxed);
   s.last_flush_latency_s = last_latency_s_.load(std::memory_order_relaxed);
   return s;
 }

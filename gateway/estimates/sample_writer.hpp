@@ -28,9 +28,24 @@ struct SampleWriterOptions {
   PrefixConfig prefix;
   // false: tick() flushes inline on the caller's thread (tests); true: a flush thread does.
   bool background = true;
+  // Admission (docs/redis-schema.md, "What the writer refuses"): a sample stamped more than
+  // clock_skew_s beyond the wall clock, a W_c above max_wc_segments or an RTT above max_rtt_us is
+  // not aggregated, and counted.
+  uint32_t clock_skew_s = kDefaultClockSkewS;
+  uint32_t max_wc_segments = kMaxWcSegments;
+  uint32_t max_rtt_us = kMaxRttUs;
+  // Wall clock in Unix ns; null = std::chrono::system_clock (tests inject one).
+  std::function<uint64_t()> wall_now_ns;
 };
 
 SampleWriterOptions writer_options_from(const EstimatesOptions& opts);
+
+// Why add() refused a sample.
+enum class SampleReject : uint8_t { kNone = 0, kFuture, kWcBound, kRttBound };
+// The admission rule of add(), alone (Report applies the same bounds before queueing).
+SampleReject check_sample(const Sample& s, const SampleWriterOptions& opts, uint64_t wall_now_ns);
+const char* sample_reject_name(SampleReject r);
+uint64_t system_wall_now_ns();
 
 struct WriterStats {
   uint64_t samples_added = 0;
@@ -41,6 +56,9 @@ struct WriterStats {
   uint64_t backlog_dropped_total = 0;  // updates dropped because the backlog was full
   uint64_t samples_dropped_total = 0;  // samples inside those updates
   uint64_t redis_reconnects_total = 0;
+  uint64_t rejected_future = 0;     // samples stamped beyond wall clock + clock_skew_s
+  uint64_t rejected_wc_bound = 0;   // W_c above max_wc_segments
+  uint64_t rejected_rtt_bound = 0;  // RTT above max_rtt_us
   double last_flush_latency_s = 0;
 };
 
@@ -53,8 +71,9 @@ class SampleWriter {
   SampleWriter(UpdateSink& sink, const SampleWriterOptions& opts);
   ~SampleWriter();  // stops the flush thread; pending samples not yet flushed are lost (see finish)
 
-  // Control thread. kNewConnection samples are ignored.
-  void add(const Sample& s);
+  // Control thread. kNewConnection samples are ignored. False (and counted) when the sample is
+  // refused by check_sample().
+  bool add(const Sample& s);
   // Control thread, often. Bucket assignment uses capture time (the samples' ts_ns); the flush
   // cadence uses wall time.
   void tick(uint64_t capture_now_ns, Clock::time_point wall_now);
@@ -109,7 +128,8 @@ class SampleWriter {
   std::deque<PendingUpdate> backlog_;
 
   std::atomic<uint64_t> samples_added_{0}, flushes_{0}, flush_errors_{0}, written_{0},
-      backlog_gauge_{0}, dropped_{0}, samples_dropped_{0};
+      backlog_gauge_{0}, dropped_{0}, samples_dropped_{0}, rejected_future_{0}, rejected_wc_{0},
+      rejected_rtt_{0};
   std::atomic<double> last_latency_s_{0};
   std::thread thread_;
 };

@@ -277,23 +277,69 @@ grpc::Status EstimatesCore::top(const v1::TopRequest& req, v1::TopResponse& out)
   return grpc::Status::OK;
 }
 
+const char* report_reject_name(ReportReject r) {
+  switch (r) {
+    case ReportReject::kBadAddress:
+      return "bad_client";
+    case ReportReject::kNoValue:
+      return "no_value";
+    case ReportReject::kNoClock:
+      return "no_clock";
+    case ReportReject::kFuture:
+      return "future";
+    case ReportReject::kTooOld:
+      return "too_old";
+    case ReportReject::kWcBound:
+      return "wc_bound";
+    case ReportReject::kRttBound:
+      return "rtt_bound";
+    case ReportReject::kCount:
+      break;
+  }
+  return "?";
+}
+
 bool EstimatesCore::report(const v1::ReportSample& msg, v1::ReportSummary& summary) {
   auto reject = [&](const std::string& why) {
     summary.set_rejected(summary.rejected() + 1);
     if (summary.first_error().empty()) summary.set_first_error(why);
     return false;
   };
+  auto reject_as = [&](ReportReject r, const std::string& why) {
+    report_rejected_[size_t(r)].fetch_add(1, std::memory_order_relaxed);
+    return reject(why);
+  };
   if (!sink_) return reject("this server does not accept reports");
   IpAddr client;
   std::string error;
   if (!parse_client_address(msg.client_address(), opts_.prefix, client, error)) {
-    return reject("client_address: " + error);
+    return reject_as(ReportReject::kBadAddress, "client_address: " + error);
   }
   if (msg.wc_segments() == 0 && msg.rtt_us() == 0) {
-    return reject("neither wc_segments nor rtt_us is set");
+    return reject_as(ReportReject::kNoValue, "neither wc_segments nor rtt_us is set");
+  }
+  // Time sanity: a sample may not move anything beyond the service clock + skew, nor land in a
+  // bucket the window has already left.
+  const uint64_t now = clock_.now_ns();
+  if (now == 0) return reject_as(ReportReject::kNoClock, "the service clock is not set yet");
+  const uint64_t ts = msg.timestamp_ns() ? msg.timestamp_ns() : now;
+  if (ts > now && ts - now > uint64_t(opts_.clock_skew_s) * 1'000'000'000ULL) {
+    return reject_as(ReportReject::kFuture, "timestamp_ns is more than " +
+                                                std::to_string(opts_.clock_skew_s) +
+                                                " s ahead of the service clock");
+  }
+  if (ts < now && now - ts > uint64_t(opts_.window_s) * 1'000'000'000ULL) {
+    return reject_as(ReportReject::kTooOld, "timestamp_ns is older than the window");
+  }
+  if (msg.wc_segments() > opts_.max_wc_segments) {
+    return reject_as(ReportReject::kWcBound,
+                     "wc_segments above " + std::to_string(opts_.max_wc_segments));
+  }
+  if (msg.rtt_us() > opts_.max_rtt_us) {
+    return reject_as(ReportReject::kRttBound, "rtt_us above " + std::to_string(opts_.max_rtt_us));
   }
   Sample s;
-  s.ts_ns = msg.timestamp_ns() ? msg.timestamp_ns() : clock_.now_ns();
+  s.ts_ns = ts;
   s.client = client;
   s.origin = SampleOrigin::kAgent;
   if (msg.wc_segments()) {

@@ -11,6 +11,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "dataplane/prefix.hpp"
 #include "dataplane/sample.hpp"
 #include "estimates/estimate.hpp"
+#include "estimates/estimates_options.hpp"
 #include "estimates/store.hpp"
 #include "service/estimate_cache.hpp"
 #include "spand/v1/estimates.pb.h"
@@ -34,7 +36,26 @@ struct CoreOptions {
   uint32_t default_acked_per_ack = 1;  // b; 2 for receivers with delayed ACKs
   uint64_t cache_ttl_ms = 1000;        // 0 disables the cache
   size_t cache_max_entries = 100'000;
+  // Report admission (docs/api.md, "Report"): timestamps outside [clock - window_s, clock +
+  // clock_skew_s] of the service clock and values beyond the bounds are rejected and counted.
+  uint32_t window_s = 300;
+  uint32_t clock_skew_s = kDefaultClockSkewS;
+  uint32_t max_wc_segments = kMaxWcSegments;
+  uint32_t max_rtt_us = kMaxRttUs;
 };
+
+// Why a Report message was rejected (spand_report_rejected_total{reason}).
+enum class ReportReject : uint8_t {
+  kBadAddress,
+  kNoValue,
+  kNoClock,
+  kFuture,
+  kTooOld,
+  kWcBound,
+  kRttBound,
+  kCount
+};
+const char* report_reject_name(ReportReject r);
 
 // Limits, part of the API contract (proto comments, README, "Estimate service (`spand.v1`)").
 inline constexpr size_t kMaxBatch = 1000;
@@ -151,6 +172,9 @@ class EstimatesCore {
   uint64_t use_estimate_count() const { return use_estimate_.load(std::memory_order_relaxed); }
   uint64_t slow_start_count() const { return slow_start_.load(std::memory_order_relaxed); }
   uint64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
+  uint64_t report_rejected(ReportReject r) const {
+    return report_rejected_[size_t(r)].load(std::memory_order_relaxed);
+  }
 
  private:
   friend class GetCall;
@@ -176,6 +200,7 @@ class EstimatesCore {
   std::atomic<uint64_t> use_estimate_{0};
   std::atomic<uint64_t> slow_start_{0};
   std::atomic<uint64_t> cache_hits_{0};
+  std::array<std::atomic<uint64_t>, size_t(ReportReject::kCount)> report_rejected_{};
 };
 
 }  // namespace spand

@@ -160,6 +160,33 @@ Metrics::Metrics()
                           .Help("Bucket updates lost because the backlog was full")
                           .Register(r)
                           .Add({});
+  auto& rejected = BuildCounter()
+                       .Name("spand_samples_rejected_total")
+                       .Help(
+                           "Samples not aggregated by the Redis writer, by reason: future "
+                           "(stamped beyond wall clock + skew), wc_bound, rtt_bound")
+                       .Register(r);
+  rejected_future_ = &rejected.Add({{"reason", "future"}});
+  rejected_wc_ = &rejected.Add({{"reason", "wc_bound"}});
+  rejected_rtt_ = &rejected.Add({{"reason", "rtt_bound"}});
+  clock_clamped_ = &BuildCounter()
+                        .Name("spand_redis_clock_clamped_total")
+                        .Help("Store clock writes cut to the Redis server's time + skew")
+                        .Register(r)
+                        .Add({});
+  clock_repaired_ = &BuildCounter()
+                         .Name("spand_redis_clock_repaired_total")
+                         .Help("Store clocks found beyond Redis time + skew and replaced")
+                         .Register(r)
+                         .Add({});
+  auto& report_rej = BuildCounter()
+                         .Name("spand_report_rejected_total")
+                         .Help("Report messages rejected, by reason")
+                         .Register(r);
+  static constexpr const char* kReportReasons[7] = {"bad_client", "no_value", "no_clock", "future",
+                                                    "too_old",    "wc_bound", "rtt_bound"};
+  for (size_t i = 0; i < report_rejected_.size(); ++i)
+    report_rejected_[i] = &report_rej.Add({{"reason", kReportReasons[i]}});
   rpc_family_ = &BuildCounter()
                      .Name("spand_grpc_requests_total")
                      .Help("gRPC calls handled, by method and status code")
@@ -226,6 +253,13 @@ void Metrics::set_writer_totals(const WriterTotals& t) {
   advance(backlog_dropped_, t.backlog_dropped, b.backlog_dropped);
   advance(agent_samples_wc_, t.agent_samples_wc, b.agent_samples_wc);
   advance(agent_samples_rtt_, t.agent_samples_rtt, b.agent_samples_rtt);
+  advance(rejected_future_, t.rejected_future, b.rejected_future);
+  advance(rejected_wc_, t.rejected_wc_bound, b.rejected_wc_bound);
+  advance(rejected_rtt_, t.rejected_rtt_bound, b.rejected_rtt_bound);
+  advance(clock_clamped_, t.clock_clamped, b.clock_clamped);
+  advance(clock_repaired_, t.clock_repaired, b.clock_repaired);
+  for (size_t i = 0; i < report_rejected_.size(); ++i)
+    advance(report_rejected_[i], t.report_rejected[i], b.report_rejected[i]);
   backlog_->Set(double(t.backlog_updates));
   last_writer_ = t;
 }

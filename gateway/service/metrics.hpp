@@ -40,6 +40,15 @@ struct WriterTotals {
   uint64_t backlog_dropped = 0;  // updates lost because the backlog was full
   uint64_t agent_samples_wc = 0;
   uint64_t agent_samples_rtt = 0;
+  // Samples the writer refused (SampleWriter::add): stamped beyond wall clock + skew, W_c or
+  // RTT beyond its bound.
+  uint64_t rejected_future = 0;
+  uint64_t rejected_wc_bound = 0;
+  uint64_t rejected_rtt_bound = 0;
+  uint64_t clock_clamped = 0;   // store clock writes cut to Redis TIME + skew
+  uint64_t clock_repaired = 0;  // poisoned store clocks replaced
+  // Report messages rejected, by ReportReject (estimates_core.hpp) order.
+  std::array<uint64_t, 7> report_rejected{};
 };
 
 // spand_grpc_request_duration_seconds{method}, observed without a lock: prometheus-cpp 1.0's
@@ -103,6 +112,12 @@ class Metrics {
   prometheus::Counter* flush_errors_;
   prometheus::Gauge* backlog_;
   prometheus::Counter* backlog_dropped_;
+  prometheus::Counter* rejected_future_;
+  prometheus::Counter* rejected_wc_;
+  prometheus::Counter* rejected_rtt_;
+  prometheus::Counter* clock_clamped_;
+  prometheus::Counter* clock_repaired_;
+  std::array<prometheus::Counter*, 7> report_rejected_{};
   prometheus::Family<prometheus::Counter>* rpc_family_;
   std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>,
              static_cast<size_t>(RpcMethod::kCount)>

@@ -261,6 +261,60 @@ TEST_F(SingleRedis, ScriptCacheFlushedUnderneathIsReloaded) {
   EXPECT_EQ(acc.wc_sum, 24.0);
 }
 
+// Time sanity (docs/redis-schema.md): the clock never moves beyond the Redis server's TIME +
+// clock_skew_s, whatever capture time a writer hands over, and a clock already poisoned in Redis
+// (2^64 - 1, as one forged Report did before) is replaced by the next write.
+TEST_F(SingleRedis, ClockIsBoundedByRedisTimeAndAPoisonedClockRecovers) {
+  RedisStoreOptions so = store_opts(*server_);
+  so.clock_skew_s = 60;
+  RedisStore store(so);
+  SampleWriter w(store, sync_writer());
+  Driver d(w);
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  std::string e;
+  ASSERT_TRUE(c.command({"TIME"}, r, e)) << e;
+  const uint64_t redis_now_s = std::strtoull(r.elements.at(0).str.c_str(), nullptr, 10);
+  const uint64_t limit_ns = (redis_now_s + 60) * kSec;
+
+  // A capture clock one year ahead: clamped to the limit, and counted.
+  d.flush((redis_now_s + 365 * 86400) * kSec);
+  uint64_t clock = 0;
+  ASSERT_TRUE(store.read_clock(clock, e)) << e;
+  EXPECT_LE(clock, limit_ns + 2 * kSec);
+  EXPECT_GE(clock, limit_ns - 2 * kSec);
+  EXPECT_EQ(store.clock_clamped(), 1u);
+
+  // Poisoned by hand (as an older version let one Report do): the next write repairs it.
+  ASSERT_TRUE(c.command({"SET", kClockKey, "18446744073709551615"}, r, e)) << e;
+  const uint64_t honest = redis_now_s * kSec;
+  d.flush(honest);
+  ASSERT_TRUE(store.read_clock(clock, e)) << e;
+  EXPECT_EQ(clock, honest);
+  EXPECT_EQ(store.clock_repaired(), 1u);
+
+  // An ordinary clock still only moves forward.
+  d.flush(honest - 10 * kSec);
+  ASSERT_TRUE(store.read_clock(clock, e)) << e;
+  EXPECT_EQ(clock, honest);
+  d.flush(honest + 5 * kSec);
+  ASSERT_TRUE(store.read_clock(clock, e)) << e;
+  EXPECT_EQ(clock, honest + 5 * kSec);
+  EXPECT_EQ(store.clock_clamped(), 1u);
+  EXPECT_EQ(store.clock_repaired(), 1u);
+
+  // A sample stamped a year ahead never reaches Redis (nor the clock through its bucket).
+  Sample far =
+      make_sample(SampleKind::kWc, client_of(1, 7), 10, (redis_now_s + 365 * 86400) * kSec);
+  EXPECT_FALSE(w.add(far));
+  EXPECT_EQ(w.stats().rejected_future, 1u);
+  d.flush(honest + 5 * kSec);
+  d.flush(honest + 5 * kSec);
+  ASSERT_TRUE(store.read_clock(clock, e)) << e;
+  EXPECT_EQ(clock, honest + 5 * kSec);
+}
+
 TEST_F(SingleRedis, RedisGoesAwayBacklogIsBoundedAndDrains) {
   RedisStore store(store_opts(*server_));
   // 10 prefixes per flush, bound 25 updates.

@@ -117,6 +117,30 @@ TEST(SampleWriter, AccumulatesPerPrefixBucketAndOriginByCaptureTime) {
   EXPECT_EQ(s.redis_reconnects_total, 7u);
 }
 
+// Admission: a sample stamped more than clock_skew_s beyond the wall clock, a W_c above 65535
+// segments or an RTT above 60 s is refused and counted; everything else is taken.
+TEST(SampleWriter, RefusesFutureSamplesAndValuesBeyondTheBounds) {
+  FakeSink sink;
+  SampleWriterOptions o = sync_opts();
+  const uint64_t wall = 1'800'000'000 * kSec;
+  o.wall_now_ns = [wall] { return wall; };
+  SampleWriter w(sink, o);
+  EXPECT_TRUE(w.add(make(SampleKind::kWc, "198.51.100.7", 12, wall + 60 * kSec)));
+  EXPECT_FALSE(w.add(make(SampleKind::kWc, "198.51.100.7", 12, wall + 61 * kSec)));
+  EXPECT_FALSE(w.add(make(SampleKind::kRtt, "198.51.100.7", 1000, UINT64_MAX)));
+  EXPECT_TRUE(w.add(make(SampleKind::kWc, "198.51.100.7", 65535, wall - 3600 * kSec)));
+  EXPECT_FALSE(w.add(make(SampleKind::kWc, "198.51.100.7", 65536, wall)));
+  EXPECT_FALSE(w.add(make(SampleKind::kWc, "198.51.100.7", UINT32_MAX, wall)));
+  EXPECT_TRUE(w.add(make(SampleKind::kRtt, "198.51.100.7", 60'000'000, wall)));
+  EXPECT_FALSE(w.add(make(SampleKind::kRtt, "198.51.100.7", 60'000'001, wall)));
+  const WriterStats st = w.stats();
+  EXPECT_EQ(st.samples_added, 3u);
+  EXPECT_EQ(st.rejected_future, 2u);
+  EXPECT_EQ(st.rejected_wc_bound, 2u);
+  EXPECT_EQ(st.rejected_rtt_bound, 1u);
+  EXPECT_STREQ(sample_reject_name(SampleReject::kFuture), "future");
+}
+
 TEST(SampleWriter, BacklogKeepsFailedUpdatesWithTheirSeqAndIsBounded) {
   FakeSink sink;
   SampleWriter w(sink, sync_opts(5));

@@ -389,7 +389,7 @@ TEST_F(CoreTest, ReportHandsAgentSamplesToTheSink) {
   EXPECT_TRUE(core.report(m, summary));
   m.set_client_address("2001:db8::1");
   m.clear_rtt_us();
-  m.set_timestamp_ns(99);
+  m.set_timestamp_ns(99 * kSecondNs);
   EXPECT_TRUE(core.report(m, summary));
   m.set_client_address("nope");
   EXPECT_FALSE(core.report(m, summary));
@@ -409,7 +409,49 @@ TEST_F(CoreTest, ReportHandsAgentSamplesToTheSink) {
   EXPECT_EQ(sink.samples[1].kind, SampleKind::kRtt);
   EXPECT_EQ(sink.samples[1].value, 15'000u);
   EXPECT_EQ(sink.samples[2].client, v6("2001:db8::1"));
-  EXPECT_EQ(sink.samples[2].ts_ns, 99u);
+  EXPECT_EQ(sink.samples[2].ts_ns, 99 * kSecondNs);
+}
+
+// Time sanity and bounds: with the service clock at 130 s, window 300 s and skew 60 s, a
+// timestamp beyond 190 s (2^64 - 1 moved the store's clock before) or below -170 s is rejected
+// and counted by reason, as are W_c above 65535 and RTT above 60 s; nothing reaches the sink.
+TEST_F(CoreTest, ReportRejectsTimesOutsideTheWindowAndValuesBeyondTheBounds) {
+  opts.window_s = 100;
+  EstimatesCore core = make();
+  v1::ReportSummary summary;
+  v1::ReportSample m;
+  m.set_client_address("198.51.100.7");
+  m.set_wc_segments(1);
+  m.set_timestamp_ns(UINT64_MAX);
+  EXPECT_FALSE(core.report(m, summary));
+  EXPECT_NE(summary.first_error().find("ahead of the service clock"), std::string::npos);
+  m.set_timestamp_ns(191 * kSecondNs);
+  EXPECT_FALSE(core.report(m, summary));
+  m.set_timestamp_ns(190 * kSecondNs);
+  EXPECT_TRUE(core.report(m, summary));
+  m.set_timestamp_ns(29 * kSecondNs);  // 101 s before the clock, window 100 s
+  EXPECT_FALSE(core.report(m, summary));
+  m.set_timestamp_ns(0);
+  m.set_wc_segments(65536);
+  EXPECT_FALSE(core.report(m, summary));
+  m.set_wc_segments(0);
+  m.set_rtt_us(60'000'001);
+  EXPECT_FALSE(core.report(m, summary));
+  m.set_rtt_us(60'000'000);
+  EXPECT_TRUE(core.report(m, summary));
+  EXPECT_EQ(summary.accepted(), 2u);
+  EXPECT_EQ(summary.rejected(), 5u);
+  EXPECT_EQ(core.report_rejected(ReportReject::kFuture), 2u);
+  EXPECT_EQ(core.report_rejected(ReportReject::kTooOld), 1u);
+  EXPECT_EQ(core.report_rejected(ReportReject::kWcBound), 1u);
+  EXPECT_EQ(core.report_rejected(ReportReject::kRttBound), 1u);
+  ASSERT_EQ(sink.samples.size(), 2u);
+  EXPECT_EQ(sink.samples[0].ts_ns, 190 * kSecondNs);
+
+  clock.set(0);  // no capture yet: no time to put a sample at
+  m.set_timestamp_ns(0);
+  EXPECT_FALSE(core.report(m, summary));
+  EXPECT_EQ(core.report_rejected(ReportReject::kNoClock), 1u);
 }
 
 TEST_F(CoreTest, ReportWithoutSinkIsRejected) {
