@@ -123,6 +123,7 @@ std::string sample_to_json(const Sample& s, const PrefixConfig& cfg) {
 Collector::Collector(const OutputOptions& opts) : opts_(opts) {}
 
 Collector::~Collector() {
+  // flush() has reported write errors; fclose of a file already flushed cannot lose data.
   if (flows_ && flows_ != stdout) std::fclose(flows_);
   if (samples_ && samples_ != stdout) std::fclose(samples_);
 }
@@ -137,10 +138,12 @@ void Collector::drain(Worker& w) {
     if (s.kind != SampleKind::kNewConnection) {
       if (is_aggregated(s.kind)) prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
       if (samples_) {
-        const std::string line = sample_to_json(s, opts_.prefix);
-        std::fwrite(line.data(), 1, line.size(), samples_);
-        std::fputc('\n', samples_);
-        ++samples_written_;
+        if (!samples_failed_ && write_line(samples_, sample_to_json(s, opts_.prefix),
+                                           samples_failed_, opts_.samples_path)) {
+          ++samples_written_;
+        } else {
+          ++samples_lost_;
+        }
       }
     }
     if (hook_) hook_(s);
@@ -148,10 +151,11 @@ void Collector::drain(Worker& w) {
   FlowRecord r;
   while (w.flows().pop(r)) {
     if (!flows_) continue;
-    const std::string line = flow_to_json(r);
-    std::fwrite(line.data(), 1, line.size(), flows_);
-    std::fputc('\n', flows_);
-    ++flows_written_;
+    if (!flows_failed_ && write_line(flows_, flow_to_json(r), flows_failed_, opts_.flows_path)) {
+      ++flows_written_;
+    } else {
+      ++flows_lost_;
+    }
   }
   if (tick_hook_) {
     if (std::find(seen_workers_.begin(), seen_workers_.end(), &w) == seen_workers_.end()) {
@@ -162,9 +166,29 @@ void Collector::drain(Worker& w) {
   }
 }
 
+bool Collector::write_line(FILE* f, const std::string& line, bool& failed,
+                           const std::string& path) {
+  // Buffered: an error shows up here when the buffer is written out (or at flush()); the
+  // records in a buffer that failed are counted as written, the loss is still reported.
+  if (std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fputc('\n', f) != EOF)
+    return true;
+  failed = true;
+  std::fprintf(stderr, "spand-gateway: writing '%s': %s; no more records go there\n", path.c_str(),
+               std::strerror(errno));
+  return false;
+}
+
 void Collector::flush() {
-  if (flows_) std::fflush(flows_);
-  if (samples_) std::fflush(samples_);
+  auto flush_one = [](FILE* f, bool& failed, const std::string& path) {
+    if (!f || failed) return;
+    if (std::fflush(f) != 0 || std::ferror(f)) {
+      failed = true;
+      std::fprintf(stderr, "spand-gateway: writing '%s': %s\n", path.c_str(),
+                   std::strerror(errno ? errno : EIO));
+    }
+  };
+  flush_one(flows_, flows_failed_, opts_.flows_path);
+  flush_one(samples_, samples_failed_, opts_.samples_path);
 }
 
 }  // namespace spand

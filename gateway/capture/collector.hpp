@@ -49,6 +49,12 @@ class Collector {
 
   uint64_t flows_written() const { return flows_written_; }
   uint64_t samples_written() const { return samples_written_; }
+  // Records that could not be written (a full disk, /dev/full, a closed pipe): after the first
+  // write error on an output nothing more is written to it, every later record is counted here,
+  // one line goes to stderr, and spand-gateway exits with status 5.
+  uint64_t flows_lost() const { return flows_lost_; }
+  uint64_t samples_lost() const { return samples_lost_; }
+  bool output_failed() const { return flows_failed_ || samples_failed_; }
   const std::unordered_map<Prefix, Accumulator, PrefixHash>& prefixes() const { return prefixes_; }
 
  private:
@@ -57,6 +63,12 @@ class Collector {
   FILE* samples_ = nullptr;
   uint64_t flows_written_ = 0;
   uint64_t samples_written_ = 0;
+  uint64_t flows_lost_ = 0;
+  uint64_t samples_lost_ = 0;
+  bool flows_failed_ = false;
+  bool samples_failed_ = false;
+  // Writes one line; false once the output has failed (reported on stderr once).
+  bool write_line(FILE* f, const std::string& line, bool& failed, const std::string& path);
   std::unordered_map<Prefix, Accumulator, PrefixHash> prefixes_;
   std::function<void(const Sample&)> hook_;
   double elapsed_s_ = 0;

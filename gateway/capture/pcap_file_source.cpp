@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cinttypes>
+#include <csignal>
 #include <cstdio>
 
 #include "capture/collector.hpp"
@@ -14,6 +15,14 @@ namespace spand {
 namespace {
 
 constexpr uint32_t kDrainEvery = 256;  // packets between drains; far below the ring capacity
+
+// SIGINT/SIGTERM during a replay: stop reading, close every open connection (end_of_capture),
+// write the records, print the summary. Records are written whole on this thread, so a signal
+// never cuts a line.
+volatile sig_atomic_t g_file_stop = 0;
+void on_file_stop(int) {
+  g_file_stop = 1;
+}
 
 }  // namespace
 
@@ -74,6 +83,14 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   }
 
   Worker worker(opts.worker);
+  g_file_stop = 0;
+  struct sigaction sa = {};
+  sa.sa_handler = on_file_stop;
+  sa.sa_flags = SA_RESTART;  // a write blocked on a pipe resumes instead of failing with EINTR
+  sigemptyset(&sa.sa_mask);
+  struct sigaction old_int = {}, old_term = {};
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
   const auto start = std::chrono::steady_clock::now();
   auto last_progress = start;
   uint64_t n = 0;
@@ -81,6 +98,13 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   pcap_pkthdr* hdr = nullptr;
   const u_char* data = nullptr;
   for (;;) {
+    if (g_file_stop) {
+      std::fprintf(stderr,
+                   "spand-gateway: stopped by a signal after %" PRIu64
+                   " packets; open connections are closed as end_of_capture\n",
+                   n);
+      break;
+    }
     const int rc = pcap_next_ex(pc, &hdr, &data);
     if (rc == PCAP_ERROR_BREAK) break;  // end of file
     if (rc != 1) {
@@ -112,6 +136,8 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   out.set_elapsed(secs);
   out.print_summary(stderr, {&worker});
   pcap_close(pc);
+  sigaction(SIGINT, &old_int, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
   return status;
 }
 

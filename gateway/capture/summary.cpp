@@ -31,6 +31,14 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
                t.ring_full_flows);
   std::fprintf(out, "outputs: %" PRIu64 " flow records, %" PRIu64 " sample records written\n",
                flows_written_, samples_written_);
+  if (output_failed()) {
+    std::fprintf(out,
+                 "outputs: WRITE FAILED: %" PRIu64 " flow records, %" PRIu64
+                 " sample records not written after the error%s%s (the ones buffered before it "
+                 "may be lost too)\n",
+                 flows_lost_, samples_lost_, flows_failed_ ? " (--flows-out)" : "",
+                 samples_failed_ ? " (--samples-out)" : "");
+  }
   std::fprintf(
       out,
       "state: %zu B per connection, %zu B more per direction with gaps or resends (%" PRIu64

@@ -25,6 +25,7 @@ class GatewayControlPlane final : public ControlPlane {
     StackOptions so;
     so.control = opts;
     so.watch_refresh_ms = opts.flush_interval_ms;
+    so.program = "spand-gateway";
     stack_ = ServiceStack::create(so, clock_, error);
     return stack_ != nullptr;
   }
@@ -52,8 +53,8 @@ class GatewayControlPlane final : public ControlPlane {
 
   // With keep_serving (a replay followed by queries), blocks until SIGINT or SIGTERM, still
   // writing agents' Report samples; main() returns right after finish().
-  void finish(bool keep_serving) override {
-    stack_->finish();
+  bool finish(bool keep_serving) override {
+    bool ok = stack_->finish();
     if (keep_serving) {
       g_stop = false;
       std::signal(SIGINT, on_stop_signal);
@@ -63,9 +64,10 @@ class GatewayControlPlane final : public ControlPlane {
         stack_->tick(clock_.now_ns());
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
-      stack_->finish();
+      ok = stack_->finish();  // the backlog may have drained since: the last word counts
     }
     stack_->shutdown();
+    return ok;
   }
 
  private:

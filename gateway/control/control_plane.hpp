@@ -30,8 +30,9 @@ class ControlPlane {
   // Called often (at least every few ms) with the newest capture time; flushes when due and
   // refreshes metrics from the workers' counters (plain reads, DPDK telemetry style).
   virtual void tick(uint64_t capture_now_ns, const std::vector<const Worker*>& workers) = 0;
-  // End of input: last flush (bounded wait), then stop serving unless `keep_serving`.
-  virtual void finish(bool keep_serving) = 0;
+  // End of input: last flush (bounded wait), then stop serving unless `keep_serving`. False
+  // when samples did not reach Redis (said on stderr): main() exits with status 5.
+  virtual bool finish(bool keep_serving) = 0;
 };
 
 // Defined by the estimates component; returns nullptr with `error` set on bad options.

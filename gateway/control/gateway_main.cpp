@@ -2,7 +2,9 @@
 //   spand-gateway --pcap FILE [options]
 //   spand-gateway [EAL arguments] -- [options]
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +24,10 @@ constexpr const char* kDescription =
     "                                                 Linux mirror) with libpcap, until SIGINT\n"
     "  spand-gateway EAL-ARGS -- [options]            read DPDK ports, e.g.\n"
     "      spand-gateway --no-huge -m 1024 --no-pci --vdev net_pcap0,rx_pcap=F -- --flows-out -\n";
+
+// Records or samples were lost: a write error on --flows-out/--samples-out/stdout, or samples
+// that did not reach Redis (unreachable, or dropped from the full backlog).
+constexpr int kExitOutputLoss = 5;
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "spand-gateway: %s\nTry 'spand-gateway --help'.\n", msg.c_str());
@@ -204,7 +210,14 @@ int main(int argc, char** argv) {
 #endif
   }
   if (!error.empty()) std::fprintf(stderr, "spand-gateway: %s\n", error.c_str());
-  if (control) control->finish(keep_serving && !pcap_path.empty());
+  const bool redis_ok = !control || control->finish(keep_serving && !pcap_path.empty());
   if (prefix_summary) collector.print_prefix_summary(stdout);
+  collector.flush();  // --flows-out/--samples-out "-" share stdout with the prefix summary
+  if (std::fflush(stdout) != 0) {
+    std::fprintf(stderr, "spand-gateway: writing stdout: %s\n", std::strerror(errno));
+    if (st == SourceStatus::kOk) return kExitOutputLoss;
+  }
+  // Input errors (2, 3) and capture loss (4) come first; then lost records or samples (5).
+  if (st == SourceStatus::kOk && (collector.output_failed() || !redis_ok)) return kExitOutputLoss;
   return static_cast<int>(st);
 }

@@ -90,6 +90,7 @@ int main(int argc, char** argv) {
     start = comma + 1;
   }
 
+  so.program = "spand-estimates";
   SettableClock clock;
   std::string error;
   std::unique_ptr<ServiceStack> stack = ServiceStack::create(so, clock, error);
@@ -137,7 +138,7 @@ int main(int argc, char** argv) {
     stack->tick(0);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  stack->finish();
+  const bool flushed = stack->finish();  // a loss is said on stderr
   stack->shutdown();
-  return 0;
+  return flushed ? 0 : 5;
 }

@@ -3,6 +3,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
+#include <cinttypes>
+#include <cstdio>
 
 #include "service/window_pipe.hpp"
 
@@ -246,7 +248,29 @@ void ServiceStack::tick(uint64_t capture_now_ns) {
   if (now - last_metrics_ >= kMetricsPeriod) {
     last_metrics_ = now;
     publish_writer_metrics();
+    report_writer_trouble(now);
   }
+}
+
+// Redis failures are never silent: a line on stderr when flushes fail or updates are dropped,
+// at most one per error_line_interval_ms (the counters are in /metrics).
+void ServiceStack::report_writer_trouble(std::chrono::steady_clock::time_point now) {
+  const WriterStats w = writer_->stats();
+  if (w.flush_errors_total == reported_flush_errors_ &&
+      w.backlog_dropped_total == reported_dropped_)
+    return;
+  if (last_error_line_ != std::chrono::steady_clock::time_point{} &&
+      now - last_error_line_ < std::chrono::milliseconds(opts_.error_line_interval_ms))
+    return;
+  last_error_line_ = now;
+  std::fprintf(stderr,
+               "%s: Redis: %" PRIu64 " failed flushes, %" PRIu64 " updates waiting, %" PRIu64
+               " updates (%" PRIu64 " samples) dropped so far; last error: %s\n",
+               opts_.program.c_str(), w.flush_errors_total - reported_flush_errors_,
+               w.backlog_updates, w.backlog_dropped_total, w.samples_dropped_total,
+               writer_->last_error().c_str());
+  reported_flush_errors_ = w.flush_errors_total;
+  reported_dropped_ = w.backlog_dropped_total;
 }
 
 void ServiceStack::publish_writer_metrics() {
@@ -270,9 +294,17 @@ void ServiceStack::publish_writer_metrics() {
 
 bool ServiceStack::finish() {
   tick(0);
-  const bool ok = writer_->finish(std::chrono::milliseconds(opts_.finish_wait_ms));
+  const bool flushed = writer_->finish(std::chrono::milliseconds(opts_.finish_wait_ms));
   publish_writer_metrics();
-  return ok;
+  const WriterStats w = writer_->stats();
+  if (flushed && w.backlog_dropped_total == 0) return true;
+  std::fprintf(stderr,
+               "%s: Redis: samples lost: %" PRIu64 " bucket updates (%" PRIu64
+               " samples) not written at exit, %" PRIu64 " updates (%" PRIu64
+               " samples) dropped from the full backlog; last error: %s\n",
+               opts_.program.c_str(), w.backlog_updates, w.backlog_samples, w.backlog_dropped_total,
+               w.samples_dropped_total, writer_->last_error().c_str());
+  return false;
 }
 
 }  // namespace spand

@@ -94,7 +94,9 @@ struct StackOptions {
   CoreOptions core;             // prefix, min_samples and window come from `control`
   size_t read_connections = 1;  // Redis connections for Get reads, one reader thread each
   uint32_t watch_refresh_ms = 1000;
-  uint32_t finish_wait_ms = 5000;  // bound on the last flush
+  uint32_t finish_wait_ms = 5000;            // bound on the last flush
+  std::string program = "spand";             // prefix of the lines on stderr
+  uint32_t error_line_interval_ms = 10'000;  // Redis trouble: at most one stderr line per interval
 };
 
 class ServiceStack final : public SampleSink {
@@ -112,6 +114,8 @@ class ServiceStack final : public SampleSink {
   void new_connection(const IpAddr& client);
   void tick(uint64_t capture_now_ns);
   void set_capture_totals(const CaptureTotals& t) { metrics_.set_capture_totals(t); }
+  // Last flush (bounded). False, with one line on stderr, when samples did not reach Redis:
+  // updates still in the backlog or dropped from it during the run.
   bool finish();
   void shutdown();
 
@@ -122,6 +126,7 @@ class ServiceStack final : public SampleSink {
  private:
   ServiceStack() = default;
   void publish_writer_metrics();
+  void report_writer_trouble(std::chrono::steady_clock::time_point now);
 
   StackOptions opts_;
   Metrics metrics_;
@@ -140,6 +145,8 @@ class ServiceStack final : public SampleSink {
   std::vector<Sample> reports_spare_;  // host thread: swapped with reports_ to drain
   uint64_t agent_wc_ = 0, agent_rtt_ = 0;
   std::chrono::steady_clock::time_point last_metrics_{};
+  std::chrono::steady_clock::time_point last_error_line_{};
+  uint64_t reported_flush_errors_ = 0, reported_dropped_ = 0;
 };
 
 }  // namespace spand

@@ -159,6 +159,10 @@ void SampleWriter::flush_once() {
   }
   written_.fetch_add(written, std::memory_order_relaxed);
   backlog_gauge_.store(backlog_.size(), std::memory_order_relaxed);
+  uint64_t backlog_samples = 0;
+  for (const PendingUpdate& u : backlog_)
+    backlog_samples += u.update.acc.wc_count + u.update.acc.rtt_count;
+  backlog_samples_.store(backlog_samples, std::memory_order_relaxed);
   if (!batch.empty()) {
     flushes_.fetch_add(1, std::memory_order_relaxed);
     if (!ok) flush_errors_.fetch_add(1, std::memory_order_relaxed);
@@ -167,6 +171,7 @@ void SampleWriter::flush_once() {
   }
   {
     std::lock_guard lock(mu_);
+    if (!ok) last_error_ = error;
     ++flush_generation_;
     flushing_ = false;
     if (flush_generation_ < finish_target_) flush_requested_ = true;
@@ -205,6 +210,11 @@ bool SampleWriter::finish(std::chrono::milliseconds max_wait) {
   return flush_generation_ >= target && backlog_gauge_.load() == 0 && handed_.empty();
 }
 
+std::string SampleWriter::last_error() const {
+  std::lock_guard lock(mu_);
+  return last_error_;
+}
+
 WriterStats SampleWriter::stats() const {
   WriterStats s;
   s.samples_added = samples_added_.load(std::memory_order_relaxed);
@@ -212,6 +222,7 @@ WriterStats SampleWriter::stats() const {
   s.flush_errors_total = flush_errors_.load(std::memory_order_relaxed);
   s.updates_written_total = written_.load(std::memory_order_relaxed);
   s.backlog_updates = backlog_gauge_.load(std::memory_order_relaxed);
+  s.backlog_samples = backlog_samples_.load(std::memory_order_relaxed);
   s.backlog_dropped_total = dropped_.load(std::memory_order_relaxed);
   s.samples_dropped_total = samples_dropped_.load(std::memory_order_relaxed);
   s.redis_reconnects_total = sink_.reconnects();

@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -53,6 +54,7 @@ struct WriterStats {
   uint64_t flush_errors_total = 0;  // flushes where some update was not written
   uint64_t updates_written_total = 0;
   uint64_t backlog_updates = 0;        // gauge: updates waiting for a successful write
+  uint64_t backlog_samples = 0;        // gauge: samples inside those updates
   uint64_t backlog_dropped_total = 0;  // updates dropped because the backlog was full
   uint64_t samples_dropped_total = 0;  // samples inside those updates
   uint64_t redis_reconnects_total = 0;
@@ -83,6 +85,8 @@ class SampleWriter {
 
   void set_flush_observer(FlushObserver f);
   WriterStats stats() const;
+  // The error of the last flush that failed ("" if none has).
+  std::string last_error() const;
   size_t pending_keys() const { return pending_.size(); }
 
  private:
@@ -123,13 +127,14 @@ class SampleWriter {
   bool flushing_ = false;
   uint64_t flush_generation_ = 0;  // completed flushes, for finish()
   uint64_t finish_target_ = 0;     // finish() keeps flushes coming until this generation
+  std::string last_error_;
 
   // Flush thread only.
   std::deque<PendingUpdate> backlog_;
 
   std::atomic<uint64_t> samples_added_{0}, flushes_{0}, flush_errors_{0}, written_{0},
-      backlog_gauge_{0}, dropped_{0}, samples_dropped_{0}, rejected_future_{0}, rejected_wc_{0},
-      rejected_rtt_{0};
+      backlog_gauge_{0}, backlog_samples_{0}, dropped_{0}, samples_dropped_{0}, rejected_future_{0},
+      rejected_wc_{0}, rejected_rtt_{0};
   std::atomic<double> last_latency_s_{0};
   std::thread thread_;
 };
