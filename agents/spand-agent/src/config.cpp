@@ -104,7 +104,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
                    {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
                     "report_socket", "prefix_len_v4", "prefix_len_v6", "refresh_interval_ms",
                     "grpc_deadline_ms", "kernel_hz", "prefixes", "tune_outgoing", "sample_tcp_info",
-                    "sample_interval_ms", "sample_max_sockets", "pace_devices"});
+                    "sample_interval_ms", "sample_max_sockets", "pace_devices", "scalable"});
     r.string(*a, "estimate_server", cfg.estimate_server);
     r.string(*a, "estimates_file", cfg.estimates_file);
     if (const toml::node* n = a->get("mode")) {
@@ -129,6 +129,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.boolean(*a, "sample_tcp_info", cfg.sample_tcp_info);
     r.integer(*a, "sample_interval_ms", cfg.sample_interval_ms, 10, 3600000);
     r.integer(*a, "sample_max_sockets", cfg.sample_max_sockets, 1, 16777216);
+    r.boolean(*a, "scalable", cfg.scalable);
     if (const toml::node* n = a->get("prefixes")) {
       const toml::array* arr = n->as_array();
       if (!arr) {

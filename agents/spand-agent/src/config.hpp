@@ -65,6 +65,9 @@ struct AgentConfig {
   bool sample_tcp_info = false;
   uint32_t sample_interval_ms = 200;
   uint32_t sample_max_sockets = 65536;  // per-socket table; sockets beyond it are counted, skipped
+  // Register Scalable TCP (bpf/spand_scalable.bpf.c) as congestion control "spand_scalable"
+  // while the agent runs; also implied by policy.high_bdp_cc = "spand_scalable".
+  bool scalable = false;
   bool dry_run = false;
   // Devices on which HTB classes pace the whole first window (BPF mode; pacing_qdisc.hpp).
   // Empty: TCP's own pacing only, which leaves the first 10 segments unpaced.

@@ -42,6 +42,9 @@
 #ifdef SPAND_AGENT_GRPC
 #include "grpc_source.hpp"
 #endif
+#ifdef SPAND_AGENT_SCALABLE
+#include "scalable_cc.hpp"
+#endif
 
 namespace spand::agent {
 namespace {
@@ -561,8 +564,39 @@ int run(int argc, char** argv) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
 
+  // Scalable TCP as a BPF congestion control, before the core reads the available list.
+  std::set<std::string> ccs = available_cc();
+#ifdef SPAND_AGENT_SCALABLE
+  std::unique_ptr<ScalableCc> scalable;
+  if (wants_scalable(cfg) && cfg.dry_run) {
+    std::fprintf(stderr, "spand-agent: dry-run: would register congestion control %s\n",
+                 kScalableCcName);
+    ccs.insert(kScalableCcName);
+  } else if (wants_scalable(cfg)) {
+    scalable = std::make_unique<ScalableCc>();
+    std::string log, serr;
+    bool ok = scalable->start(log, serr);
+    for (size_t a = 0, b; (b = log.find('\n', a)) != std::string::npos; a = b + 1)
+      std::fprintf(stderr, "spand-agent: %s\n", log.substr(a, b - a).c_str());
+    if (!ok) {
+      std::fprintf(stderr, "spand-agent: congestion control %s: %s\n", kScalableCcName,
+                   serr.c_str());
+      kernel->stop();
+      pacing.reset();
+      return kExitRuntime;
+    }
+    if (scalable->owned())
+      std::fprintf(stderr, "spand-agent: registered congestion control %s\n", kScalableCcName);
+    ccs = available_cc();
+  }
+#else
+  if (cfg.scalable) {
+    std::fprintf(stderr, "spand-agent: built without Scalable TCP (no kernel BTF at build time)\n");
+    return kExitUsage;
+  }
+#endif
   SteadyClock clock;
-  AgentCore core(cfg, *source, logged, clock, available_cc());
+  AgentCore core(cfg, *source, logged, clock, ccs);
   std::fprintf(
       stderr, "spand-agent: running mode=%s cgroup=%s source=%s\n", kernel->name(),
       bpf_applier ? cfg.cgroup_path.c_str() : "-",
@@ -657,6 +691,12 @@ int run(int argc, char** argv) {
   }
   std::fprintf(stderr, "spand-agent: stopping, removing %zu policies\n", core.installed());
   core.shutdown();
+#ifdef SPAND_AGENT_SCALABLE
+  if (scalable) {  // after the sock_ops program is gone: no new socket selects it
+    std::string what = scalable->stop();
+    if (!what.empty()) std::fprintf(stderr, "spand-agent: %s\n", what.c_str());
+  }
+#endif
   pacing.reset();  // after the program is gone: no socket selects a class any more
   if (report_fd >= 0) {
     close(report_fd);
