@@ -26,6 +26,7 @@ typedef uint64_t spand_u64;
 #define SPAND_PIN_TUNE_MAP SPAND_PIN_DIR "/sock_tune"
 #define SPAND_PIN_STATS_MAP SPAND_PIN_DIR "/stats"
 #define SPAND_PIN_TUNE_PORTS_MAP SPAND_PIN_DIR "/tune_ports"
+#define SPAND_PIN_ACTIVE_MAP SPAND_PIN_DIR "/prefix_active"
 
 /* LPM key: the local port is the leading 16 bits so that one trie holds per-port policies
  * (cwnd_opt depends on the port's typical response size); port 0 is the fallback for any
@@ -43,7 +44,11 @@ struct spand_prefix_key {
 #define SPAND_POLICY_SKIP_SS 0x2u    /* ssthresh := init_cwnd (via TCP_BPF_SNDCWND_CLAMP) */
 #define SPAND_POLICY_CA_EMULATE 0x4u /* after the first window: raise the clamp 1 seg/RTT */
 /* spand_sock_state.flags only: the first window is paced, lift the rate after it */
+/* Divide the window and the pacing rate among the first windows in flight toward the client's
+ * network (prefix_active): n connections starting together share what one would get. */
+#define SPAND_POLICY_SHARE 0x8u
 #define SPAND_STATE_PACED 0x100u
+#define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
 
 #define SPAND_CC_NAME_LEN 16
 
@@ -57,6 +62,15 @@ struct spand_policy {
   spand_u32 srtt_us;
   spand_u32 acked_per_ack;         /* b */
   char cc_name[SPAND_CC_NAME_LEN]; /* with SPAND_POLICY_SET_CC */
+  /* With SPAND_POLICY_SHARE: a shared window at or below this (the kernel's initial window)
+   * leaves slow start alone. */
+  spand_u32 min_cwnd_segments;
+  spand_u32 reserved;
+};
+
+/* prefix_active's key: the client address masked to the agent's prefix length. */
+struct spand_active_key {
+  spand_u8 data[16]; /* IPv4-mapped for IPv4 */
 };
 
 /* Per-socket state kept by the program between callbacks, keyed by socket cookie. */

@@ -40,6 +40,9 @@ const volatile __u32 spand_have_tune_ports = 0;
 __u32 spand_any_port_policies = 0;
 /* Whether the agent installed the HTB pacing classes (agent.pace_devices; spand_maps.h). */
 const volatile __u32 spand_pace_htb = 0;
+/* The agent's prefix lengths: prefix_active counts first windows per client network. */
+const volatile __u32 spand_v4_prefix_len = 24;
+const volatile __u32 spand_v6_prefix_len = 48;
 
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -75,6 +78,15 @@ struct {
   __type(value, struct spand_sock_state);
 } sock_state SEC(".maps");
 
+/* First windows in flight per client network (SPAND_POLICY_SHARE): up at apply, down when the
+ * first window is acked or the socket closes before. */
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SPAND_MAX_PREFIXES);
+  __type(key, struct spand_active_key);
+  __type(value, __u32);
+} prefix_active SEC(".maps");
+
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
   __uint(max_entries, SPAND_STAT_COUNT);
@@ -101,6 +113,61 @@ static __always_inline void fill_addr(struct bpf_sock_ops* skops, struct spand_p
     __builtin_memcpy(&key->data[10], &w2, 4);
     __builtin_memcpy(&key->data[14], &w3, 4);
   }
+}
+
+/* The client's network as prefix_active's key. */
+static __always_inline void active_key(struct bpf_sock_ops* skops, struct spand_active_key* k) {
+  __u32 len;
+  int i;
+
+  if (skops->family == SPAND_AF_INET) {
+    __u32 ip = bpf_ntohl(skops->remote_ip4);
+    len = spand_v4_prefix_len > 32 ? 32 : spand_v4_prefix_len;
+    ip = len == 0 ? 0 : ip & (0xffffffffu << (32 - len));
+    ip = bpf_htonl(ip);
+    k->data[10] = 0xff;
+    k->data[11] = 0xff;
+    __builtin_memcpy(&k->data[12], &ip, 4);
+    return;
+  }
+  __u32 w[4] = {skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2],
+                skops->remote_ip6[3]};
+  len = spand_v6_prefix_len > 128 ? 128 : spand_v6_prefix_len;
+  for (i = 0; i < 4; i++) {
+    __u32 keep = len >= 32 ? 32 : len;
+    __u32 host = bpf_ntohl(w[i]);
+    host = keep == 0 ? 0 : host & (0xffffffffu << (32 - keep));
+    w[i] = bpf_htonl(host);
+    len -= keep;
+  }
+  __builtin_memcpy(&k->data[0], w, 16);
+}
+
+/* One more first window toward the socket's network; returns how many are in flight now. */
+static __always_inline __u32 count_in(struct bpf_sock_ops* skops) {
+  struct spand_active_key k = {};
+  __u32 zero = 0;
+  __u32* n;
+
+  active_key(skops, &k);
+  n = bpf_map_lookup_elem(&prefix_active, &k);
+  if (!n) {
+    bpf_map_update_elem(&prefix_active, &k, &zero, BPF_NOEXIST);
+    n = bpf_map_lookup_elem(&prefix_active, &k);
+  }
+  if (!n) return 1;
+  return __sync_fetch_and_add(n, 1) + 1;
+}
+
+static __always_inline void count_out(struct bpf_sock_ops* skops, struct spand_sock_state* st) {
+  struct spand_active_key k = {};
+  __u32* n;
+
+  if (!(st->flags & SPAND_STATE_COUNTED)) return;
+  st->flags &= ~SPAND_STATE_COUNTED;
+  active_key(skops, &k);
+  n = bpf_map_lookup_elem(&prefix_active, &k);
+  if (n && *n > 0) __sync_fetch_and_add(n, -1);
 }
 
 /* Puts a socket whose first window is paced at `rate` into the HTB class of that rate
@@ -160,6 +227,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   char cc[SPAND_CC_NAME_LEN];
   struct bpf_sock* sk;
   struct spand_sock_state* st;
+  __u32 share = 0;
   int clamped = 0;
   int v;
 
@@ -171,10 +239,27 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       count(SPAND_STAT_CC_FAILED);
   }
   if (iw == 0) return;
+  if (flags & SPAND_POLICY_SHARE) {
+    /* n first windows in flight toward this network share one window and one rate; a share
+     * at or under the kernel's initial window keeps slow start (only the pacing is shared). */
+    share = count_in(skops);
+    if (share > 1) {
+      iw /= share;
+      rate /= share;
+      if (iw <= p->min_cwnd_segments) {
+        iw = p->min_cwnd_segments ? p->min_cwnd_segments : 1;
+        flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
+      }
+    }
+  }
   v = (int)iw;
   if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_IW, &v, sizeof(v))) {
     /* Data already left (TCP_BPF_IW needs data_segs_out == 0): leave the socket alone. */
     count(SPAND_STAT_IW_FAILED);
+    if (share) {
+      struct spand_sock_state tmp = {.flags = SPAND_STATE_COUNTED};
+      count_out(skops, &tmp);
+    }
     return;
   }
   if (flags & SPAND_POLICY_SKIP_SS) {
@@ -194,13 +279,17 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     else if (spand_pace_htb)
       pace_class(skops, rate32);
   }
-  if (!rate && !(flags & SPAND_POLICY_SKIP_SS)) goto out;
+  if (!rate && !(flags & SPAND_POLICY_SKIP_SS) && !share) goto out;
   sk = skops->sk;
   if (!sk) {
     count(SPAND_STAT_STATE_FULL);
+    if (share) {
+      struct spand_sock_state tmp = {.flags = SPAND_STATE_COUNTED};
+      count_out(skops, &tmp);
+    }
     goto out;
   }
-  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE)) {
+  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share) {
     /* The default policy (clamp, pacing, congestion avoidance emulated) needs no socket state
      * during the first window: on_ack reads the window back from the clamp. State is created
      * once the first window is acked, so a connection that ends within it allocates none.
@@ -211,15 +300,20 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
     if (!st) {
       count(SPAND_STAT_STATE_FULL);
+      if (share) {
+        struct spand_sock_state tmp = {.flags = SPAND_STATE_COUNTED};
+        count_out(skops, &tmp);
+      }
       goto out;
     }
   }
   if (st) {
     st->phase = SPAND_PHASE_FIRST_WINDOW;
-    st->flags = flags | (rate ? SPAND_STATE_PACED : 0);
+    st->flags = flags | (rate ? SPAND_STATE_PACED : 0) | (share ? SPAND_STATE_COUNTED : 0);
     st->first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
   }
-  bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG);
+  bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG |
+                                       (share ? BPF_SOCK_OPS_STATE_CB_FLAG : 0));
 out:
   count(SPAND_STAT_APPLIED);
 }
@@ -272,6 +366,7 @@ static __always_inline void on_ack(struct bpf_sock_ops* skops) {
   }
   if (st->phase == SPAND_PHASE_FIRST_WINDOW) {
     if (skops->bytes_acked < st->first_window_bytes) return;
+    count_out(skops, st);
     if (st->flags & SPAND_STATE_PACED) {
       __u32 unlimited = SPAND_PACING_UNLIMITED;
       bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &unlimited,
@@ -367,8 +462,12 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       on_ack(skops);
       break;
     case BPF_SOCK_OPS_STATE_CB:
-      /* Only tune-port sockets ask for this callback: drop an unused spand_tune request. */
+      /* Tune-port sockets: drop an unused spand_tune request. Counted sockets: a first window
+       * that ends with the connection leaves prefix_active. */
       if (skops->args[1] == SPAND_TCP_CLOSE) {
+        struct spand_sock_state* st = skops->sk ? bpf_sk_storage_get(&sock_state, skops->sk, 0, 0)
+                                                : 0;
+        if (st) count_out(skops, st);
         cookie = bpf_get_socket_cookie(skops);
         bpf_map_delete_elem(&sock_tune, &cookie);
       }

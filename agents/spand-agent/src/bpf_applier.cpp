@@ -82,6 +82,8 @@ bool BpfApplier::start(std::string& error) {
   skel_->rodata->spand_tune_outgoing = tune_outgoing_ ? 1 : 0;
   skel_->rodata->spand_have_tune_ports = tune_ports_.empty() ? 0 : 1;
   skel_->rodata->spand_pace_htb = pace_htb_ ? 1 : 0;
+  skel_->rodata->spand_v4_prefix_len = v4_prefix_len_;
+  skel_->rodata->spand_v6_prefix_len = v6_prefix_len_;
   if (int err = spand_sockops_bpf__load(skel_); err) {
     error = std::string("cannot load the sock_ops program: ") + std::strerror(-err);
     spand_sockops_bpf__destroy(skel_);
@@ -135,6 +137,8 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   val.init_cwnd_segments = p.init_cwnd_segments;
   if (p.skip_slow_start) val.flags |= SPAND_POLICY_SKIP_SS;
   if (p.ca_emulate) val.flags |= SPAND_POLICY_CA_EMULATE;
+  if (p.share_concurrent) val.flags |= SPAND_POLICY_SHARE;
+  val.min_cwnd_segments = p.min_cwnd_segments;
   if (!p.congestion_control.empty()) {
     val.flags |= SPAND_POLICY_SET_CC;
     std::strncpy(val.cc_name, p.congestion_control.c_str(), sizeof(val.cc_name) - 1);

@@ -28,6 +28,11 @@ class BpfApplier : public KernelApplier {
   void stop() override;
   bool active() const override { return attached_; }
 
+  // The client network size for counting first windows in flight (before start()).
+  void set_prefix_lens(uint32_t v4, uint32_t v6) {
+    v4_prefix_len_ = v4;
+    v6_prefix_len_ = v6;
+  }
   // Per-CPU counters of the program summed (SPAND_STAT_*), for logs and metrics.
   std::vector<uint64_t> program_stats() const;
 
@@ -37,6 +42,8 @@ class BpfApplier : public KernelApplier {
   std::vector<uint16_t> tune_ports_;
   bool tune_outgoing_;
   bool pace_htb_;  // pacing classes installed (PacingQdiscs): the program selects them
+  uint32_t v4_prefix_len_ = 24;
+  uint32_t v6_prefix_len_ = 48;
   std::set<PolicyKey> any_port_keys_;  // port-0 policies in the map (the program's fallback)
   spand_sockops_bpf* skel_ = nullptr;
   ::bpf_link* link_ = nullptr;

@@ -189,6 +189,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     }
     r.integer(*p, "kernel_initial_cwnd", pc.kernel_initial_cwnd, 1, 65535);
     r.boolean(*p, "path_rate", pc.path_rate);
+    r.boolean(*p, "share_concurrent", pc.share_concurrent);
     r.integer(*p, "path_rate_interval_ms", pc.path_rate_interval_ms, 5, 60000);
     r.number(*p, "path_rate_window_s", pc.path_rate_window_s, 1, 86400);
   } else if (const toml::node* n = root.get("policy")) {

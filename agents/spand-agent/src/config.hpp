@@ -41,6 +41,7 @@ struct PolicyConfig {
   uint32_t high_bdp_wc_segments = 16;  // Scalable TCP's legacy window
   WindowRule window_rule = WindowRule::kRounds;
   uint32_t kernel_initial_cwnd = 10;  // the kernel default (IW10) that a window must beat
+  bool share_concurrent = true;       // kRounds: first windows in flight share window and rate
   // Read delivery rate and min RTT from TCP_INFO of this host's connections (PathRates).
   bool path_rate = true;
   uint32_t path_rate_interval_ms = 20;

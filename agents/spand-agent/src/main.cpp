@@ -117,6 +117,9 @@ void usage(std::FILE* out) {
       "      --sample-interval-ms N between two sock_diag dumps (default 200)\n"
       "      --pace-device DEV      pace whole first windows with HTB classes on DEV (repeat;\n"
       "                             BPF mode; replaces DEV's default root qdisc while running)\n"
+      "      --window-rule RULE     how W_c becomes a first window: 'rounds' (default: never more\n"
+      "                             rounds than IW10 slow start, window up to the path's BDP,\n"
+      "                             paced at the measured rate) or 'paper' (Eq. 4, cwnd/srtt)\n"
       "      --dry-run              print what would be applied; change nothing\n"
       "      --once                 one refresh, then exit (removing what was applied)\n"
       "  -h, --help\n");
@@ -274,7 +277,8 @@ int run(int argc, char** argv) {
     kOnce,
     kSampleTcpInfo,
     kSampleIntervalMs,
-    kPaceDevice
+    kPaceDevice,
+    kWindowRule
   };
   static const option opts[] = {
       {"config", required_argument, nullptr, 'c'},
@@ -291,6 +295,7 @@ int run(int argc, char** argv) {
       {"sample-tcp-info", no_argument, nullptr, kSampleTcpInfo},
       {"sample-interval-ms", required_argument, nullptr, kSampleIntervalMs},
       {"pace-device", required_argument, nullptr, kPaceDevice},
+      {"window-rule", required_argument, nullptr, kWindowRule},
       {"dry-run", no_argument, nullptr, kDryRun},
       {"once", no_argument, nullptr, kOnce},
       {"help", no_argument, nullptr, 'h'},
@@ -334,6 +339,17 @@ int run(int argc, char** argv) {
   bool pace_devices_from_flags = false;
   for (auto& [flag, val] : flags) {
     switch (flag) {
+      case kWindowRule:
+        if (val == "paper") {
+          cfg.policy.window_rule = WindowRule::kPaper;
+        } else if (val == "rounds") {
+          cfg.policy.window_rule = WindowRule::kRounds;
+        } else {
+          std::fprintf(stderr, "spand-agent: --window-rule '%s': expected rounds or paper\n",
+                       val.c_str());
+          return kExitUsage;
+        }
+        break;
       case kPaceDevice:
         if (!pace_devices_from_flags) cfg.pace_devices.clear();  // flags replace the file's list
         pace_devices_from_flags = true;
@@ -515,6 +531,7 @@ int run(int argc, char** argv) {
     if (cfg.mode != Mode::kRoute) {
       auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports,
                                             cfg.tune_outgoing, pacing != nullptr);
+      b->set_prefix_lens(cfg.prefix_len_v4, cfg.prefix_len_v6);
       if (b->start(err)) {
         bpf_applier = b.get();
         kernel = std::move(b);
@@ -623,8 +640,8 @@ int run(int argc, char** argv) {
     if (sample_paths && clock.now_s() >= next_path_s) {
       next_path_s = clock.now_s() + cfg.policy.path_rate_interval_ms / 1000.0;
       TcpInfoDump dump;
-      std::string err;
-      if (dump_tcp_info(dump, err)) {
+      std::string dump_err;
+      if (dump_tcp_info(dump, dump_err)) {
         const double now = clock.now_s();
         for (const TcpInfoSnapshot& s : dump.sockets) {
           if (!dump.listening_ports.count(s.local_port)) continue;  // connections we accepted

@@ -100,6 +100,8 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
   p.ca_emulate = policy.skip_slow_start && policy.ca_emulate;
   p.wc_segments = std::min(wc, policy.max_initial_cwnd);
   p.acked_per_ack = port.acked_per_ack;
+  p.share_concurrent = policy.share_concurrent;
+  p.min_cwnd_segments = iw_kernel;
   const double srtt_us = est.rtt_ms * 1000.0;
   if (srtt_us >= 1) {
     p.srtt_us = static_cast<uint32_t>(std::min(srtt_us, 60e6));

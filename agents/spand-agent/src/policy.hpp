@@ -45,6 +45,10 @@ struct KernelPolicy {
   uint32_t acked_per_ack = 1;
   std::string congestion_control;  // empty: unchanged
   bool capped = false;             // cwnd_opt was above max_initial_cwnd
+  // Connections starting together toward the prefix share the window and the rate (BPF mode);
+  // a share at or below min_cwnd_segments leaves slow start alone.
+  bool share_concurrent = false;
+  uint32_t min_cwnd_segments = 0;
 
   bool operator==(const KernelPolicy&) const = default;
 };

@@ -17,6 +17,9 @@ from lab import (Lab, MSS, WAIT_S, cwnd_opt, first_flight, htb_class_rate, segme
                  window_timing)
 
 AGENT = os.environ.get("SPAND_AGENT", "spand-agent")
+# These tests check the kernel mechanisms with the paper's window (Eq. 4, cwnd / srtt pacing);
+# the default rule's decisions are unit-tested (tests/unit/agent/policy_test.cpp).
+PAPER = ["--window-rule", "paper"]
 TUNE_SERVER = os.environ.get("TUNE_SERVER", "agent_tune_server")
 ESTIMATES = os.environ.get("SPAND_ESTIMATES", "")
 PORT = 8080
@@ -42,7 +45,7 @@ def est(prefix, wc=WC, rtt_ms=RTT_MS, samples=50, verdict="USE_ESTIMATE"):
 
 
 def start_agent(lab, *args):
-    return lab.start(lab.in_srv([AGENT, "--metrics", "", *args]))
+    return lab.start(lab.in_srv([AGENT, *PAPER, "--metrics", "", *args]))
 
 
 def start_server(lab, port=PORT, tune=False):
@@ -411,7 +414,7 @@ def test_refuses_without_privileges():
 
 def test_unreachable_service_keeps_defaults_and_counts():
     with Lab("sa8") as lab:
-        agent = lab.start(lab.in_srv([AGENT, "--mode", "bpf", "--cgroup", lab.cgroup,
+        agent = lab.start(lab.in_srv([AGENT, *PAPER, "--mode", "bpf", "--cgroup", lab.cgroup,
                                       "--server", "127.0.0.1:1", "--metrics", "127.0.0.1:%d" % AGENT_METRICS_PORT,
                                       "-p", "%d:%d" % (PORT, SIZE), "-P", "10.77.1.0/24"]))
         agent.wait_line(r"running mode=bpf")
@@ -455,7 +458,7 @@ def test_real_service_and_redis_end_to_end():
                                     "--metrics-listen", ""]))
         svc.wait_line(r"serving spand.v1")
         sock = os.path.join(tmp, "agent.sock")
-        agent = lab.start(lab.in_srv([AGENT, "--mode", "bpf", "--cgroup", lab.cgroup,
+        agent = lab.start(lab.in_srv([AGENT, *PAPER, "--mode", "bpf", "--cgroup", lab.cgroup,
                                       "--server", "127.0.0.1:15051", "--metrics", "",
                                       "--report-socket", sock, "-p", "%d:%d" % (PORT, SIZE),
                                       "-P", "10.77.1.0/24"]))

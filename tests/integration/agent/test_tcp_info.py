@@ -16,6 +16,9 @@ import pytest
 from lab import Lab, MSS, WAIT_S, htb_class_rate, segment_times, sh, window_timing
 
 AGENT = os.environ.get("SPAND_AGENT", "spand-agent")
+# These tests check the kernel mechanisms with the paper's window (Eq. 4, cwnd / srtt pacing);
+# the default rule's decisions are unit-tested (tests/unit/agent/policy_test.cpp).
+PAPER = ["--window-rule", "paper"]
 TUNE_SERVER = os.environ.get("TUNE_SERVER", "agent_tune_server")
 DESCRIPTOR = os.environ.get("SPAND_DESC", "")
 DELAY_LINE = os.environ.get("DELAY_LINE", "")
@@ -134,7 +137,7 @@ def test_tcp_info_sampling_reports_rtt_and_wc():
         sink.wait_line(r"^serving")
         srv = lab.start(lab.in_srv([TUNE_SERVER, str(PORT), "notune"]))
         srv.wait_line(r"^ready")
-        agent = lab.start(lab.in_srv([AGENT, "--mode", "route", "--server", "127.0.0.1:15052",
+        agent = lab.start(lab.in_srv([AGENT, *PAPER, "--mode", "route", "--server", "127.0.0.1:15052",
                                       "--metrics", "127.0.0.1:19466", "-p", "%d:%d" % (PORT, SIZE),
                                       "--sample-tcp-info", "--sample-interval-ms", str(INTERVAL_MS)]))
         agent.wait_line(r"sampling tcp_info every %d ms" % INTERVAL_MS)
@@ -220,7 +223,7 @@ def test_pacing_of_the_first_window_on_a_20ms_path(htb):
             json.dump({"estimates": [{"prefix": "10.78.1.0/24", "wc_segments": wc,
                                       "rtt_ms": RTT_MS, "samples": 50,
                                       "verdict": "USE_ESTIMATE"}]}, f)
-        agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
+        agent = lab.start(lab.in_srv([AGENT, *PAPER, "--metrics", "", "--mode", "bpf", "--cgroup",
                                       lab.cgroup, "-f", ef, "-p", "%d:%d" % (PORT, size),
                                       "-P", "10.78.1.0/24"] + (["--pace-device", dev] if htb else [])))
         m = agent.wait_line(r"applied port=8080 prefix=10.78.1.0/24 init_cwnd=(\d+) .*"
