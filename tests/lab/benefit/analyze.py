@@ -242,7 +242,7 @@ def table(summary):
             c['group'], c['size'] // 1000, c['concurrency'], m['n'], m['mean'] * 1e3,
             m['median'] * 1e3, m['p90'] * 1e3, (m['mean_ci95'][0] or 0) * 1e3,
             (m['mean_ci95'][1] or 0) * 1e3,
-            ','.join(map(str, c.get('init_cwnd', []))[:6]),
+            ','.join(map(str, c.get('init_cwnd', [])[:6])),
             '%s/%s of %s' % (c.get('with_retrans', '-'), c.get('with_dsack', '-'),
                              c.get('server_records', '-')), rt))
     return '\n'.join(lines)
