@@ -696,6 +696,9 @@ def main():
     ap.add_argument('--smoke', action='store_true', help='check the live loop end to end (<2 min)')
     ap.add_argument('--cleanup', action='store_true', help='remove leftovers of a killed run')
     ap.add_argument('--seed', type=int, default=1)
+    ap.add_argument('--repeats', type=int, help='override [traffic] (and [friendliness]) repeats')
+    ap.add_argument('--arms', help='override [traffic] arms, comma-separated')
+    ap.add_argument('--sizes', help='override [traffic] sizes (bytes), comma-separated')
     args = ap.parse_args()
     if os.geteuid() != 0:
         say('needs root (namespaces, cgroups, BPF)')
@@ -708,6 +711,18 @@ def main():
         return 2
     cfg = tomllib.load(open(args.scenario, 'rb'))
     cfg.setdefault('name', os.path.splitext(os.path.basename(args.scenario))[0])
+    if args.repeats is not None:
+        cfg['traffic']['repeats'] = args.repeats
+        if 'friendliness' in cfg:
+            cfg['friendliness']['repeats'] = args.repeats
+    if args.arms:
+        cfg['traffic']['arms'] = args.arms.split(',')
+    if args.sizes:
+        cfg['traffic']['sizes'] = [int(x) for x in args.sizes.split(',')]
+    unknown = set(cfg['traffic']['arms']) - set(ARMS)
+    if unknown:
+        say(f'unknown arms {sorted(unknown)}; known: {sorted(ARMS)}')
+        return 2
     if args.smoke:
         cfg['traffic'].update(arms=['default', 'spand'], sizes=[30000], repeats=0)
         cfg.pop('friendliness', None)
