@@ -622,6 +622,20 @@ def machine():
 
 # ---------------------------------------------------------------------------------------------
 
+def watch_interference(our_agent, t_first, results):
+    """Another spand-agent started during the run (an integration test, say) shares the BPF
+    pins and the CPU: record when, so the run can be judged (or repeated)."""
+    seen = results.setdefault('interference', [])
+
+    def loop():
+        while True:
+            others = [p for p in other_agents() if p != our_agent]
+            if others:
+                seen.append({'t_s': round(time.monotonic() - t_first, 1), 'spand_agent_pids': others})
+            time.sleep(2)
+    threading.Thread(target=loop, daemon=True).start()
+
+
 def warm_up(cfg, out, agent, rng, max_s, t_first, build):
     """Default-arm traffic from every measured /24 until the agent applies an estimate for each
     of them on every spand port (USE_ESTIMATE from live traffic), or max_s. Returns per prefix
@@ -761,6 +775,7 @@ def main():
         results['path_rtt_configured_ms'] = 2 * cfg['path']['delay_ms']
         start_cross(cfg, out, procs, t0)
         t_first = time.monotonic()
+        watch_interference(agent.p.pid, t_first, results)
         results['warmup'] = warm_up(cfg, out, agent, rng, cfg.get('warmup', {}).get('max_s', 120),
                                     t_first, build)
         results['estimates_after_warmup'] = estimates(cfg, build)
