@@ -11,6 +11,7 @@ ratios of every arm to `default` (mean, median, p90; the mean ratio with a boots
 import json
 import os
 import random
+import re
 import statistics
 import sys
 
@@ -97,7 +98,25 @@ def summarize(transfers, baseline='default'):
             'failed_examples': failed[:5]}
 
 
-def plots(outdir, summary, title):
+def rate_bps(text):
+    m = re.fullmatch(r'([\d.]+)\s*([kmg]?)(bit|bps)?', str(text).strip().lower())
+    if not m:
+        return None
+    scale = {'': 1, 'k': 1e3, 'm': 1e6, 'g': 1e9}[m.group(2)]
+    return float(m.group(1)) * scale * (8 if m.group(3) == 'bps' else 1)
+
+
+def physical_limit_s(size, path):
+    """One round trip (request out, first byte back) plus the response's frames at the
+    bottleneck rate: no sender can do better on an idle path."""
+    rate = rate_bps(path.get('rate', ''))
+    if not rate:
+        return None
+    frames = -(-size // 1448)
+    return 2 * path['delay_ms'] / 1000 + (size + frames * 66) * 8 / rate
+
+
+def plots(outdir, summary, title, path=None):
     try:
         import matplotlib
         matplotlib.use('Agg')
@@ -131,6 +150,12 @@ def plots(outdir, summary, title):
                                key=lambda r: r['size'])
                 if cells:
                     errbar(ax, [c['size'] / 1000 for c in cells], cells, g)
+            if path and conc == 1:
+                xs = [x / 1000 for x in sizes]
+                ys = [physical_limit_s(x, path) for x in sizes]
+                if all(ys):
+                    ax.plot(xs, [y * 1e3 for y in ys], 'k--', linewidth=1,
+                            label='physical limit (RTT + size at rate)')
             ax.set_xscale('log')
             ax.set_xlabel('transfer size (KB)')
             ax.set_ylabel('mean response time (ms), 95 % CI')
@@ -216,11 +241,15 @@ def raw_samples(transfers):
     return raw
 
 
-def analyze(outdir, title):
+def analyze(outdir, title, path=None):
     transfers = [json.loads(l) for l in open(os.path.join(outdir, 'transfers.jsonl')) if l.strip()]
     summary = summarize(transfers)
     summary['_raw'] = raw_samples(transfers)
-    made = plots(outdir, summary, title)
+    made = plots(outdir, summary, title, path)
+    if path:
+        summary['physical_limit_ms'] = {str(size): round(physical_limit_s(size, path) * 1e3, 1)
+                                        for size in sorted({r['size'] for r in summary['cells']})
+                                        if physical_limit_s(size, path)}
     del summary['_raw']
     summary['plots'] = [os.path.basename(p) for p in made]
     return summary
@@ -254,7 +283,8 @@ def main():
     outdir = sys.argv[1]
     path = os.path.join(outdir, 'results.json')
     results = json.load(open(path)) if os.path.exists(path) else {}
-    results['summary'] = analyze(outdir, results.get('scenario', {}).get('name', outdir))
+    scenario = results.get('scenario', {})
+    results['summary'] = analyze(outdir, scenario.get('name', outdir), scenario.get('path'))
     json.dump(results, open(path, 'w'), indent=1)
     print(table(results['summary']))
 

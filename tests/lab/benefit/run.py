@@ -795,6 +795,16 @@ def main():
                                              for k in NSTAT_KEYS}
             results['estimates_at_end'] = estimates(cfg, build)
             status = 0
+        # Another spand-agent starting anywhere on the machine detaches ours (its start-up
+        # cleanup detaches whatever link is pinned at /sys/fs/bpf/spand): then the spand arm
+        # silently ran with kernel defaults. Say so.
+        attached = 'spand_sockops' in sh(f'bpftool cgroup show {CG_SPAND}', check=False)
+        results['program_attached_at_end'] = attached
+        if not attached:
+            say('WARNING: the agent\'s sock_ops program is no longer attached to its cgroup '
+                '(another spand-agent started?): the spand arm is not valid')
+            if args.smoke:
+                status = 1
         results['agent_applied'] = applied_lines(agent, t_first)
         results['gateway_metrics'] = metric_values(scrape(GW_METRICS), (
             'spand_packets', 'spand_drops', 'spand_connections', 'spand_samples',
@@ -822,7 +832,7 @@ def main():
         results['path_rtt_tcp_connect'] = path_rtt(out)
         if not args.smoke:
             try:
-                results['summary'] = analyze.analyze(out, cfg['name'])
+                results['summary'] = analyze.analyze(out, cfg['name'], cfg['path'])
             except Exception as err:  # keep the rest of the results
                 say(f'analysis failed: {err}')
     json.dump(results, open(os.path.join(out, 'results.json'), 'w'), indent=1, default=str)
