@@ -187,7 +187,9 @@ def plots(outdir, summary, title, path=None):
             plt.close(fig)
             made.append(path)
     # Friendliness: default flows alone vs default flows beside spand flows.
-    friend = [r for r in rows if '/' in r['group']]
+    order = {'default/pure': 0, 'default/mixed': 1, 'spand/mixed': 2}
+    friend = sorted((r for r in rows if '/' in r['group']),
+                    key=lambda r: (r['size'], r['concurrency'], order.get(r['group'], 9)))
     if friend:
         fig, ax = plt.subplots(figsize=(6, 4.2))
         labels = [f"{r['group']}\n{r['size'] // 1000} KB x{r['concurrency']}" for r in friend]
@@ -199,7 +201,7 @@ def plots(outdir, summary, title, path=None):
         ax.set_xticks(range(len(friend)))
         ax.set_xticklabels(labels, fontsize=8)
         ax.set_ylabel('mean response time (ms), 95 % CI')
-        ax.set_title(f'{title}: friendliness')
+        ax.set_title(f'{title}: default flows alone vs beside spand flows')
         ax.grid(True, axis='y', alpha=0.3)
         path = os.path.join(outdir, 'friendliness.png')
         fig.tight_layout()
