@@ -823,6 +823,8 @@ def main():
         results['error'] = str(err)
         status = 1
     finally:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not stop the cleanup
         cleanup(procs)
     if os.path.exists(os.path.join(out, 'gateway.log')):
         results['gateway_exit_summary'] = open(os.path.join(out, 'gateway.log')).read()[-4000:]
