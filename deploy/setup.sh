@@ -15,6 +15,7 @@ packages=(
   # tests and benchmarks: real servers, reference tools, packet tools
   libgtest-dev libbenchmark-dev redis-server redis-tools prometheus tcptrace tshark tcpdump
   python3 python3-pytest python3-scapy python3-redis python3-grpcio python3-protobuf
+  python3-matplotlib
   procps psmisc bc
 )
 missing=()
