@@ -94,6 +94,12 @@ void AgentCore::reconcile(const Prefix& prefix, CacheEntry& e, double now) {
     Decision d;
     if (!e.estimate) {
       d.skip = SkipReason::kNoEstimate;
+      if (path) {  // the host's own view of the path may be enough (WindowRule::kRounds)
+        Estimate none;
+        none.prefix = prefix;
+        d = decide(none, 0, *pc, cfg_.policy, available_cc_, path);
+        if (d.skip != SkipReason::kNone) d.skip = SkipReason::kNoEstimate;
+      }
     } else {
       double age = e.estimate->age_s + (now - e.received_s);
       d = decide(*e.estimate, age, *pc, cfg_.policy, available_cc_, path);

@@ -75,8 +75,9 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
   const uint32_t iw_kernel = policy.kernel_initial_cwnd;
   if (segments <= iw_kernel) return {SkipReason::kNoGain, {}};
   spand_cwnd_result r{};
-  if (spand_cwnd_opt(wc, segments, port.acked_per_ack, SPAND_LOSS_FREE, 1, &r) != SPAND_OK ||
-      r.cwnd_opt == 0)
+  if (wc > 0 &&
+      (spand_cwnd_opt(wc, segments, port.acked_per_ack, SPAND_LOSS_FREE, 1, &r) != SPAND_OK ||
+       r.cwnd_opt == 0))
     return {SkipReason::kInvalid, {}};
   // Propagation RTT: the smallest RTT known (the gateway's window minimum, this host's kernel).
   double prop_rtt_us = est.min_rtt_ms > 0 ? est.min_rtt_ms * 1000.0 : est.rtt_ms * 1000.0;
@@ -126,23 +127,44 @@ Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
                 const PathInfo* path) {
   Decision d;
   if (!port.enabled) return {SkipReason::kPortDisabled, {}};
-  if (est.verdict != Verdict::kUseEstimate) return {SkipReason::kSlowStart, {}};
-  if (est.samples < policy.min_samples) return {SkipReason::kTooFewSamples, {}};
-  if (!(age_now_s <= policy.max_age_s)) return {SkipReason::kStale, {}};
-  if (!std::isfinite(est.wc_segments) || est.wc_segments < 1 || !std::isfinite(est.rtt_ms) ||
-      est.rtt_ms < 0)
-    return {SkipReason::kInvalid, {}};
-
-  // A mean W_c beyond 32 bits is nonsense, but the cap below makes any large value safe.
-  double wc_clamped = std::min(est.wc_segments, static_cast<double>(SPAND_WC_MAX_SEGMENTS));
-  auto wc = static_cast<uint32_t>(std::llround(wc_clamped));
+  SkipReason why = SkipReason::kNone;
+  if (est.verdict != Verdict::kUseEstimate) {
+    why = SkipReason::kSlowStart;
+  } else if (est.samples < policy.min_samples) {
+    why = SkipReason::kTooFewSamples;
+  } else if (!(age_now_s <= policy.max_age_s)) {
+    why = SkipReason::kStale;
+  } else if (!std::isfinite(est.wc_segments) || est.wc_segments < 1 || !std::isfinite(est.rtt_ms) ||
+             est.rtt_ms < 0) {
+    why = SkipReason::kInvalid;
+  }
   if (policy.window_rule == WindowRule::kRounds) {
-    d = decide_rounds(est, wc, port, policy, path);
+    // This host's own measurements of the path (rate and propagation RTT) are enough for a
+    // window on their own: on a path whose buffer IW10 overflows, connections lose in slow
+    // start and the gateway gets no W_c sample at all.
+    const bool path_ok = path && path->rate_bytes_per_s > 0 && path->min_rtt_us > 0 &&
+                         path->samples >= kMinPathSamples;
+    if (why != SkipReason::kNone && !path_ok) return {why, {}};
+    uint32_t wc = 0;
+    Estimate usable = est;
+    if (why == SkipReason::kNone) {
+      wc = static_cast<uint32_t>(
+          std::llround(std::min(est.wc_segments, static_cast<double>(SPAND_WC_MAX_SEGMENTS))));
+    } else {
+      usable.rtt_ms = path->min_rtt_us / 1000.0;
+      usable.min_rtt_ms = usable.rtt_ms;
+    }
+    d = decide_rounds(usable, wc, port, policy, path);
     if (d.skip == SkipReason::kNone && !policy.high_bdp_cc.empty() &&
         wc >= policy.high_bdp_wc_segments && available_cc.count(policy.high_bdp_cc))
       d.policy.congestion_control = policy.high_bdp_cc;
     return d;
   }
+  if (why != SkipReason::kNone) return {why, {}};
+
+  // A mean W_c beyond 32 bits is nonsense, but the cap below makes any large value safe.
+  double wc_clamped = std::min(est.wc_segments, static_cast<double>(SPAND_WC_MAX_SEGMENTS));
+  auto wc = static_cast<uint32_t>(std::llround(wc_clamped));
   uint64_t transfer_segments = spand_segments_for_bytes(port.response_bytes, policy.mss_bytes);
   spand_cwnd_result r{};
   if (spand_cwnd_opt(wc, transfer_segments, port.acked_per_ack, SPAND_LOSS_FREE, 1, &r) !=

@@ -58,6 +58,9 @@ struct Decision {
   KernelPolicy policy;  // meaningful when skip == kNone
 };
 
+// Readings of this host's connections toward a prefix before its path alone makes a window.
+inline constexpr uint32_t kMinPathSamples = 3;
+
 // `age_now_s` is the estimate's age now (its age when received plus the time since); `path` is
 // what this host measured itself toward the prefix (nullptr: nothing).
 Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,

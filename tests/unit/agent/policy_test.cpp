@@ -163,6 +163,25 @@ TEST(RoundsRule, PacingNeverBelowTheMeasuredRateNorAboveTheCap) {
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 5'000'000u);
 }
 
+TEST(RoundsRule, ThePathAloneIsEnoughWithoutAUsableEstimate) {
+  PolicyConfig pol;
+  // Scenario 2's path: 1.6 Mbit/s, 400 ms; IW10 overflows its 10 KB buffer, so the gateway has
+  // no W_c sample (SLOW_START). The host measured 200 kB/s and a 400 ms min RTT: BDP 55.
+  Estimate none = E("198.51.100.0/24", 0, 0, 0, Verdict::kSlowStart);
+  PathInfo path{200'000, 400'000, kMinPathSamples};
+  Decision d = decide(none, 0, port(21 * 1448), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 21u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 200'000u);
+  // Too few readings, or no rate: the estimate's reason stands.
+  PathInfo few{200'000, 400'000, kMinPathSamples - 1};
+  EXPECT_EQ(decide(none, 0, port(21 * 1448), pol, {}, &few).skip, SkipReason::kSlowStart);
+  PathInfo no_rate{0, 400'000, 10};
+  EXPECT_EQ(decide(none, 0, port(21 * 1448), pol, {}, &no_rate).skip, SkipReason::kSlowStart);
+  // The paper's rule never decides without an estimate.
+  EXPECT_EQ(decide(none, 0, port(21 * 1448), paper_rule(), {}, &path).skip, SkipReason::kSlowStart);
+}
+
 TEST(PathRates, WindowedMaxRateAndMinRtt) {
   PathRates r(60);  // six buckets of 10 s
   const Prefix p = P("198.51.100.0/24");
