@@ -1,7 +1,7 @@
 """The live loop end to end, briefly: run.py --smoke (a /24 reaches USE_ESTIMATE from live
 traffic through the mirror, the agent applies it, the kernel's initial window of the next spand
 connections is the applied one). Needs root and a build; SPAND_BUILD names the build directory
-(default: build/ at the top of the repository). Not yet registered in a meson suite."""
+(default: build/ at the top of the repository). Registered as the integration test benefit_smoke."""
 import os
 import subprocess
 import sys
