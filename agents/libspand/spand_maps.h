@@ -62,8 +62,7 @@ struct spand_policy {
   spand_u32 srtt_us;
   spand_u32 acked_per_ack;         /* b */
   char cc_name[SPAND_CC_NAME_LEN]; /* with SPAND_POLICY_SET_CC */
-  /* With SPAND_POLICY_SHARE: a shared window at or below this (the kernel's initial window)
-   * leaves slow start alone. */
+  /* With SPAND_POLICY_SHARE: the least a shared window gets (the kernel's initial window). */
   spand_u32 min_cwnd_segments;
   spand_u32 reserved;
 };

@@ -240,16 +240,15 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   }
   if (iw == 0) return;
   if (flags & SPAND_POLICY_SHARE) {
-    /* n first windows in flight toward this network share one window and one rate; a share
-     * at or under the kernel's initial window keeps slow start (only the pacing is shared). */
+    /* n first windows in flight toward this network share one window and one rate. A share
+     * under the kernel's initial window gets that window (never less than default TCP) but
+     * keeps ssthresh at it: no slow-start overshoot while n connections compete. */
     share = count_in(skops);
     if (share > 1) {
       iw /= share;
       rate /= share;
-      if (iw <= p->min_cwnd_segments) {
-        iw = p->min_cwnd_segments ? p->min_cwnd_segments : 1;
-        flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
-      }
+      if (iw < p->min_cwnd_segments) iw = p->min_cwnd_segments;
+      if (iw == 0) iw = 1;
     }
   }
   v = (int)iw;
