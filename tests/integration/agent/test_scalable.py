@@ -302,13 +302,15 @@ def after(a, b):
 
 
 def decreases(events):
-    """(cwnd, new ssthresh) at each entry into Recovery or Loss from Open or Disorder: the cwnd
-    of the last tcp_probe before (the ACK being processed: the kernel's ssthresh() sees it) and
-    the ssthresh of the next one."""
+    """(cwnd, new ssthresh) at each loss in congestion avoidance: an entry into Recovery or Loss
+    from Open or Disorder whose last tcp_probe before (the ACK being processed: the kernel's
+    ssthresh() sees its cwnd) had a finite ssthresh and cwnd >= ssthresh; the new ssthresh is
+    the next probe's."""
     out, state, last, pending = [], 0, None, None
     for ev in events:
         if ev[0] == "state":
-            if ev[1] in (3, 4) and state in (0, 1) and last:
+            if ev[1] in (3, 4) and state in (0, 1) and last and INF > last[2] and \
+                    last[1] >= last[2]:
                 pending = last[1]
             state = ev[1]
         else:
@@ -446,7 +448,7 @@ def test_registered_selected_measured_and_unregistered():
     assert 1.007 <= high["growth_per_round"] <= 1.013
     assert len(high["decreases"]) >= 3
     exact = [s == c - c // 8 for c, s in high["decreases"]]
-    assert sum(exact) >= 0.8 * len(exact), high["decreases"]
+    assert sum(exact) >= 0.9 * len(exact), high["decreases"]
     assert abs(statistics.median(s / c for c, s in high["decreases"]) - 0.875) <= 0.02
     # At or below 16: Reno, +1 per window of ACKs (one round trip), halved at a loss.
     assert low["rounds"] >= 20 and low["increments"] >= 5
@@ -454,7 +456,7 @@ def test_registered_selected_measured_and_unregistered():
     assert 0.7 <= low["segments_per_round"] <= 1.3
     assert len(low["decreases"]) >= 3
     exact = [s == max(c // 2, 2) for c, s in low["decreases"]]
-    assert sum(exact) >= 0.8 * len(exact), low["decreases"]
+    assert sum(exact) >= 0.9 * len(exact), low["decreases"]
 
 
 def test_leftover_and_second_agent():
