@@ -55,6 +55,13 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
     std::fprintf(out, "anomaly %-17s %" PRIu64 " (RTT samples under the clock's resolution)\n",
                  "rtt_unmeasurable", t.rtt_below_resolution);
   }
+  if (t.seq_jumps || t.wc_unsound_seq_jump || t.wc_unsound_pickup || t.wc_unsound_evicted) {
+    std::fprintf(out,
+                 "anomaly %-17s %" PRIu64 " (W_c not taken: %" PRIu64 " seq_jump, %" PRIu64
+                 " pickup, %" PRIu64 " evicted)\n",
+                 "seq_jumps", t.seq_jumps, t.wc_unsound_seq_jump, t.wc_unsound_pickup,
+                 t.wc_unsound_evicted);
+  }
   if (t.loss_states_exhausted) {
     std::fprintf(out, "anomaly %-17s %" PRIu64 "\n", "loss_states_refused",
                  t.loss_states_exhausted);

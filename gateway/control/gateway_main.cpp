@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 86400u));
   cg->add_option("--min-samples", ctl.min_samples, "Fewer W_c samples in the window: SLOW_START")
       ->default_val(ctl.min_samples);
+  cg->add_option("--min-clients", ctl.min_clients,
+                 "Fewer distinct client addresses behind the W_c samples: SLOW_START")
+      ->default_val(ctl.min_clients)
+      ->check(CLI::Range(1u, 32u));
   cg->add_option("--clock-skew-s", ctl.clock_skew_s,
                  "Samples, Report timestamps and the store clock may lie at most this far "
                  "ahead of the wall clock")

@@ -62,6 +62,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"redis", "wall"}));
   app.add_option("--clock-poll-ms", clock_poll_ms, "how often spand:clock is read")
       ->capture_default_str();
+  app.add_option("--min-clients", c.min_clients,
+                 "distinct client addresses behind the W_c samples needed for USE_ESTIMATE")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 32u));
   app.add_option("--clock-skew-s", c.clock_skew_s,
                  "tolerance for times ahead of the wall clock: a spand:clock or Report timestamp "
                  "further ahead is ignored or rejected")

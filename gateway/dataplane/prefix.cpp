@@ -35,8 +35,18 @@ size_t PrefixHash::operator()(const Prefix& p) const noexcept {
   return size_t(h ^ (h >> 31));
 }
 
+uint32_t client_bit(const IpAddr& addr) {
+  uint64_t h = addr.word(0) * 0x9E3779B97F4A7C15ull ^ addr.word(1);
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  return uint32_t(h >> 59);  // 0..31
+}
+
 void Accumulator::add(const Sample& s) {
   if (s.kind == SampleKind::kWc) {
+    wc_clients |= 1u << client_bit(s.client);
     ++wc_count;
     wc_sum += s.value;
     wc_sumsq += double(s.value) * s.value;
@@ -58,6 +68,7 @@ void Accumulator::merge(const Accumulator& o) {
   rtt_sum_us += o.rtt_sum_us;
   rtt_min_us = std::min(rtt_min_us, o.rtt_min_us);
   newest_ts_ns = std::max(newest_ts_ns, o.newest_ts_ns);
+  wc_clients |= o.wc_clients;
 }
 
 double Accumulator::wc_stddev() const {

@@ -47,12 +47,21 @@ struct Accumulator {
   double rtt_sum_us = 0;
   uint32_t rtt_min_us = UINT32_MAX;
   uint64_t newest_ts_ns = 0;
+  // Distinct client addresses behind the W_c samples, as a 32-bit mask: bit client_bit(addr).
+  // OR-ed across buckets; its popcount is a lower bound on the distinct clients (two clients
+  // may share a bit, never one client two). Gates USE_ESTIMATE (min_clients).
+  uint32_t wc_clients = 0;
 
   void add(const Sample& s);
   void merge(const Accumulator& o);
   double wc_mean() const { return wc_count ? wc_sum / double(wc_count) : 0.0; }
   double wc_stddev() const;
   double rtt_mean_us() const { return rtt_count ? rtt_sum_us / double(rtt_count) : 0.0; }
+  uint32_t distinct_wc_clients() const { return uint32_t(__builtin_popcount(wc_clients)); }
 };
+
+// The bit of `addr` in Accumulator::wc_clients (a fixed mix of all 16 bytes, so every gateway
+// and replica agrees).
+uint32_t client_bit(const IpAddr& addr);
 
 }  // namespace spand

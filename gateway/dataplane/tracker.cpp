@@ -11,6 +11,9 @@ namespace {
 
 constexpr uint32_t kRelMaxUs = 0xF000'0000u;  // rebase relative times before they can overflow
 constexpr uint32_t kInitialRtoUs = 1'000'000;
+// A connection picked up mid-stream gives W_c samples only once a flight of this many segments
+// was seen (one data segment and an ACK make a "connection" at will).
+constexpr uint16_t kMinPickupFlightSegments = 3;
 constexpr uint32_t kQ16 = 65536;  // cwnd fixed point: 1/65536 segment
 
 inline void bump(uint16_t& c) {
@@ -341,7 +344,19 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   }
 
   if (!below) {
-    if (seq_gt(seq, h.snd_max)) add_hole(loss(h), h.snd_max, seq);  // bytes the monitor never saw
+    if (seq_gt(seq, h.snd_max)) {
+      // Bytes the monitor never saw. More than twice the window (at least twice the restart
+      // window) at once is not upstream loss but a sequence jump (a forged segment megabytes on):
+      // the flight no longer consists of segments the monitor saw, so no W_c from here on.
+      const uint64_t gap_seg = (seq - h.snd_max) / (h.smss ? h.smss : 1460u);
+      const uint64_t allowed =
+          2 * std::max<uint64_t>(cwnd_segments(h), cfg_.restart_window_segments);
+      if (gap_seg > allowed && (h.flags & kHfSeqKnown)) {
+        if (!h.seq_jump) ++emit_.counters->seq_jumps;
+        h.seq_jump = 1;
+      }
+      add_hole(loss(h), h.snd_max, seq);
+    }
     h.snd_max = end;
     if (!(h.flags & kHfTimedValid) && len > 0) {
       h.timed_end = end;
@@ -632,6 +647,17 @@ void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
 
 void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited) {
   HalfFlow& h = f.h(d);
+  // Sound samples only (README, "Sound samples"): a flight with a sequence jump, or a connection
+  // picked up mid-stream whose flights never exceeded 2 segments (lone ACKs and data segments
+  // make such flows at will), gives no W_c.
+  if (h.seq_jump) {
+    if (d == Dir::kS2C) ++emit_.counters->wc_unsound_seq_jump;
+    return;
+  }
+  if (!f.handshake && h.max_flight_seg < kMinPickupFlightSegments) {
+    if (d == Dir::kS2C) ++emit_.counters->wc_unsound_pickup;
+    return;
+  }
   if (h.wc_count < 2) {
     // A loss sample is kept in the LossState its loss took; the end-of-connection one (the
     // only one of a direction that saw no loss) goes into the record in close().
@@ -653,6 +679,11 @@ void Tracker::close(Flow& f, CloseReason reason) {
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
     if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
+      // An evicted flow's window is cut short (a flood pushed it out): not its W_c.
+      if (reason == CloseReason::kEvicted) {
+        if (d == Dir::kS2C) ++emit_.counters->wc_unsound_evicted;
+        continue;
+      }
       const uint32_t w = cwnd_segments(h);
       end_wc[static_cast<int>(d)] = sat16(w);
       wc_sample(f, d, w, WcReason::kEndOfConnection, (h.flags & kHfRoundLimited) != 0);

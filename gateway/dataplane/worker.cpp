@@ -35,6 +35,10 @@ void WorkerCounters::add(const WorkerCounters& o) {
   loss_states_peak += o.loss_states_peak;
   loss_states_exhausted += o.loss_states_exhausted;
   rtt_below_resolution += o.rtt_below_resolution;
+  wc_unsound_seq_jump += o.wc_unsound_seq_jump;
+  wc_unsound_pickup += o.wc_unsound_pickup;
+  wc_unsound_evicted += o.wc_unsound_evicted;
+  seq_jumps += o.seq_jumps;
   capture_drops += o.capture_drops;
   capture_interface_down += o.capture_interface_down;
 }

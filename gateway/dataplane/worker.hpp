@@ -52,6 +52,13 @@ struct WorkerCounters {
   uint64_t loss_states_peak = 0;       // the most held at once
   uint64_t loss_states_exhausted = 0;  // LossStates refused by a full pool (never expected)
   uint64_t rtt_below_resolution = 0;   // RTT samples not emitted: under the clock's resolution
+  // W_c samples not emitted because the flight was not sound (dataplane/README.md, "Sound
+  // samples"): a sequence jump beyond the window, a mid-stream pickup whose flights never
+  // exceeded 2 segments, a flow evicted from a full table.
+  uint64_t wc_unsound_seq_jump = 0;
+  uint64_t wc_unsound_pickup = 0;
+  uint64_t wc_unsound_evicted = 0;
+  uint64_t seq_jumps = 0;  // segments that jumped beyond snd_max + the allowed gap
   // Set by a live source on this worker's thread: frames the kernel or the NIC dropped before
   // the gateway saw them (libpcap ps_drop + ps_ifdrop, DPDK imissed + rx_nombuf), and the times
   // the interface went away.

@@ -10,7 +10,7 @@ const char* verdict_name(Verdict v) {
 }
 
 Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_samples,
-                          const DecayOptions& decay) {
+                          const DecayOptions& decay, uint32_t min_clients) {
   Estimate e;
   e.samples = acc.wc_count;
   e.rtt_samples = acc.rtt_count;
@@ -35,8 +35,11 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
     e.wc_segments = decay.floor_segments + (e.wc_segments - decay.floor_segments) * e.decay_factor;
     e.wc_stddev *= e.decay_factor;
   }
-  e.verdict = acc.wc_count >= std::max<uint32_t>(min_samples, 1) ? Verdict::kUseEstimate
-                                                                 : Verdict::kSlowStart;
+  e.clients = acc.distinct_wc_clients();
+  const bool enough_clients = acc.wc_clients == 0 || e.clients >= min_clients;
+  e.verdict = acc.wc_count >= std::max<uint32_t>(min_samples, 1) && enough_clients
+                  ? Verdict::kUseEstimate
+                  : Verdict::kSlowStart;
   return e;
 }
 

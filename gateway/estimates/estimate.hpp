@@ -12,6 +12,9 @@ enum class Verdict : uint8_t { kUseEstimate = 0, kSlowStart = 1 };
 const char* verdict_name(Verdict v);  // "USE_ESTIMATE", "SLOW_START"
 
 inline constexpr uint32_t kDefaultMinSamples = 5;
+// Distinct client addresses behind the W_c samples needed for USE_ESTIMATE in the service
+// (--min-clients): one client alone cannot set its network's window.
+inline constexpr uint32_t kDefaultMinClients = 2;
 
 // Optional decay of W_c for a prefix gone quiet (the paper's future work). Off by default.
 // With half_life_s > 0, once the newest sample is older than grace_s the mean W_c moves toward
@@ -33,13 +36,16 @@ struct Estimate {
   double min_rtt_ms = 0;    // 0 when there is no RTT sample
   double age_s = 0;         // now - newest sample (W_c or RTT); 0 when there is none
   double decay_factor = 1;  // 1 = no decay applied
+  uint32_t clients = 0;     // distinct W_c clients (lower bound: Accumulator::wc_clients)
   Verdict verdict = Verdict::kSlowStart;
 };
 
 // Fewer than `min_samples` W_c samples gives SLOW_START (min_samples 0 is treated as 1: an
-// empty window never yields an estimate).
+// empty window never yields an estimate); so do W_c samples from fewer than `min_clients`
+// distinct client addresses (counted by Accumulator::wc_clients; a window whose samples carry
+// no client mask, written before the mask existed, is not held to it).
 Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns,
-                          uint32_t min_samples = kDefaultMinSamples,
-                          const DecayOptions& decay = {});
+                          uint32_t min_samples = kDefaultMinSamples, const DecayOptions& decay = {},
+                          uint32_t min_clients = 1);
 
 }  // namespace spand

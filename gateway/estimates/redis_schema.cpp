@@ -41,6 +41,17 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
     acc.rtt_min_us = std::min(acc.rtt_min_us, uint32_t(v[5]));
   }
   acc.newest_ts_ns = std::max(acc.newest_ts_ns, newest);
+  // Field 10 is the W_c clients mask when two more fields follow the nine (the last one is always
+  // created_s; values written before the mask existed have only created_s there).
+  {
+    char* end = nullptr;
+    const unsigned long long a = std::strtoull(cur, &end, 10);
+    if (end != cur) {
+      const char* after = end;
+      std::strtoull(after, &end, 10);
+      if (end != after) acc.wc_clients |= uint32_t(a);
+    }
+  }
   if (gw_n) *gw_n += uint64_t(v[7]);
   if (agent_n) *agent_n += uint64_t(v[8]);
   return true;
@@ -108,7 +119,8 @@ constexpr const char* kLuaGreater =
 }  // namespace
 
 // KEYS[1] window key. ARGV: writer id, seq, bucket_start_s, wc_n, wc_sum, wc_sumsq, rtt_n,
-// rtt_sum_us, rtt_min_us, newest_ts_ns, origin ('gw' or 'agent'), origin samples, ttl_s.
+// rtt_sum_us, rtt_min_us, newest_ts_ns, origin ('gw' or 'agent'), origin samples, ttl_s,
+// W_c clients mask (OR-ed into the bucket's).
 // Returns 1 if applied, 0 if this writer already applied an update with this or a later seq to
 // the bucket (a retry after a lost reply): retries are exactly-once. One HMGET and one HSET; the
 // sums are added in Lua (sample values are integers, and integer sums below 2^53 are exact in
@@ -125,15 +137,22 @@ local wf = 'w:' .. ARGV[1] .. ':' .. b
 local v = redis.call('HMGET', k, wf, b)
 if v[1] and tonumber(v[1]) >= tonumber(ARGV[2]) then return 0 end
 local ttl = tonumber(ARGV[13])
-local f = {0, 0, 0, 0, 0, 0, '0', 0, 0, 0}
+local f = {0, 0, 0, 0, 0, 0, '0', 0, 0}
+local created = nil
+local mask = 0
 local now = nil
 if v[2] then
   local i = 1
   for x in string.gmatch(v[2], '%S+') do f[i] = x; i = i + 1 end
+  -- created_s is always the last field; the W_c clients mask (field 10) exists since 2026-11-23
+  created = f[i - 1]
+  if i - 1 >= 11 then mask = tonumber(f[10]) end
 else
   now = tonumber(redis.call('TIME')[1])
-  f[10] = now
+  created = now
 end
+mask = bit.bor(mask, tonumber(ARGV[14]))
+if mask < 0 then mask = mask + 4294967296 end
 local function g(x) return string.format('%.17g', x) end
 local wc_n = tonumber(f[1]) + ARGV[4]
 local wc_sum = tonumber(f[2]) + ARGV[5]
@@ -150,7 +169,7 @@ local gw_n, agent_n = tonumber(f[8]), tonumber(f[9])
 if ARGV[11] == 'agent' then agent_n = agent_n + ARGV[12] else gw_n = gw_n + ARGV[12] end
 redis.call('HSET', k, wf, ARGV[2], b, g(wc_n) .. ' ' .. g(wc_sum) .. ' ' .. g(wc_sumsq) .. ' ' ..
            g(rtt_n) .. ' ' .. g(rtt_sum) .. ' ' .. g(rtt_min) .. ' ' .. t .. ' ' .. g(gw_n) .. ' ' ..
-           g(agent_n) .. ' ' .. g(tonumber(f[10])))
+           g(agent_n) .. ' ' .. g(mask) .. ' ' .. g(tonumber(created)))
 if now then
   local all = redis.call('HGETALL', k)
   local live = {}

@@ -24,9 +24,10 @@ inline std::string bucket_field(uint64_t bucket_start_s) {
 }
 
 // A bucket field holds space-separated decimals: wc_n wc_sum wc_sumsq rtt_n rtt_sum_us rtt_min_us
-// newest_ts_ns gw_n agent_n created_s (rtt_min_us is meaningful only when rtt_n > 0; created_s is
-// the server's wall time when the field was made, for garbage collection only). Readers use the
-// first kBucketValueFields.
+// newest_ts_ns gw_n agent_n wc_clients created_s (rtt_min_us is meaningful only when rtt_n > 0;
+// wc_clients is Accumulator::wc_clients, absent in values written before 2026-11-23; created_s,
+// always the last field, is the server's wall time when the field was made, for garbage
+// collection only). Readers use the first kBucketValueFields and wc_clients when present.
 inline constexpr size_t kBucketValueFields = 9;
 // Adds one packed bucket value into `acc` (and the origin counts, if asked). False on a malformed
 // value (acc unchanged).

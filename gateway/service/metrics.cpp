@@ -133,6 +133,15 @@ Metrics::Metrics()
                       .Register(r);
   samples_wc_ = &samples.Add({{"kind", "wc"}});
   samples_rtt_ = &samples.Add({{"kind", "rtt"}});
+  auto& unsound = BuildCounter()
+                      .Name("spand_wc_unsound_total")
+                      .Help(
+                          "W_c samples not taken because the flight was not sound: seq_jump, "
+                          "pickup (mid-stream, flights under 3 segments), evicted")
+                      .Register(r);
+  wc_unsound_seq_jump_ = &unsound.Add({{"reason", "seq_jump"}});
+  wc_unsound_pickup_ = &unsound.Add({{"reason", "pickup"}});
+  wc_unsound_evicted_ = &unsound.Add({{"reason", "evicted"}});
   auto& agent = BuildCounter()
                     .Name("spand_agent_samples_total")
                     .Help("Samples received from agents through Report, by kind")
@@ -241,6 +250,9 @@ void Metrics::set_capture_totals(const CaptureTotals& t) {
   advance(connections_evicted_, t.flows_evicted, b.flows_evicted);
   advance(samples_wc_, t.samples_wc, b.samples_wc);
   advance(samples_rtt_, t.samples_rtt, b.samples_rtt);
+  advance(wc_unsound_seq_jump_, t.wc_unsound_seq_jump, b.wc_unsound_seq_jump);
+  advance(wc_unsound_pickup_, t.wc_unsound_pickup, b.wc_unsound_pickup);
+  advance(wc_unsound_evicted_, t.wc_unsound_evicted, b.wc_unsound_evicted);
   connections_active_->Set(double(t.active_flows));
   loss_states_->Set(double(t.loss_states));
   last_capture_ = t;

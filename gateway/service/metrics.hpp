@@ -105,6 +105,9 @@ class Metrics {
   prometheus::Counter* connections_created_;
   prometheus::Counter* connections_evicted_;
   prometheus::Counter* samples_wc_;
+  prometheus::Counter* wc_unsound_seq_jump_;
+  prometheus::Counter* wc_unsound_pickup_;
+  prometheus::Counter* wc_unsound_evicted_;
   prometheus::Counter* samples_rtt_;
   prometheus::Counter* agent_samples_wc_;
   prometheus::Counter* agent_samples_rtt_;

@@ -315,6 +315,45 @@ TEST_F(SingleRedis, ClockIsBoundedByRedisTimeAndAPoisonedClockRecovers) {
   EXPECT_EQ(clock, honest + 5 * kSec);
 }
 
+// The W_c clients mask is OR-ed in Lua across writers and updates; a bucket written before the
+// mask existed (nine sums and created_s) keeps its created_s when the new script updates it.
+TEST_F(SingleRedis, ClientsMaskIsCombinedAndLegacyValuesKeepTheirCreationTime) {
+  RedisStore store(store_opts(*server_));
+  SampleWriter w(store, sync_writer());
+  Driver d(w);
+  const uint64_t t0 = 1'700'000'000 * kSec;
+  const Prefix p = prefix24(3);
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  std::string e;
+  ASSERT_TRUE(c.command({"HSET", window_key(p), bucket_field(t0 / kSec),
+                         "2 20 200 0 0 0 1700000000000000001 2 0 1234567"},
+                        r, e))
+      << e;
+  for (int i = 0; i < 10; ++i) w.add(make_sample(SampleKind::kWc, client_of(3, 7), 10, t0 + 1));
+  d.flush(t0 + kSec);
+  Accumulator acc;
+  ASSERT_TRUE(store.read_window(p, t0 + kSec, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 12u);
+  EXPECT_EQ(acc.distinct_wc_clients(), 1u);
+  ASSERT_TRUE(c.command({"HGET", window_key(p), bucket_field(t0 / kSec)}, r, e)) << e;
+  EXPECT_EQ(r.str.substr(r.str.rfind(' ') + 1), "1234567") << r.str;
+  // A second writer's other client adds its bit.
+  RedisStore store2(store_opts(*server_));
+  SampleWriter w2(store2, sync_writer());
+  Driver d2(w2);
+  IpAddr other = client_of(3, 8);
+  for (uint32_t h = 9; client_bit(other) == client_bit(client_of(3, 7)); ++h)
+    other = client_of(3, h);
+  w2.add(make_sample(SampleKind::kWc, other, 10, t0 + 2));
+  d2.flush(t0 + kSec);
+  ASSERT_TRUE(store.read_window(p, t0 + kSec, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 13u);
+  EXPECT_EQ(acc.distinct_wc_clients(), 2u);
+  EXPECT_EQ(compute_estimate(acc, t0 + kSec, 5, {}, 2).verdict, Verdict::kUseEstimate);
+}
+
 TEST_F(SingleRedis, RedisGoesAwayBacklogIsBoundedAndDrains) {
   RedisStore store(store_opts(*server_));
   // 10 prefixes per flush, bound 25 updates.

@@ -616,6 +616,70 @@ TEST(Tracker, EndOfConnectionWcWithoutLoss) {
   EXPECT_EQ(ends[0], sim.cwnd);
 }
 
+// Forged captures (issue 12, item 3): a handshake and two server segments, the second 7.2 MB
+// further on, made a W_c of 5255. A segment beyond twice the window is a sequence jump: the
+// connection's flight is not made of segments the monitor saw, so it gives no W_c at all.
+TEST(TrackerSound, SequenceJumpGivesNoWc) {
+  Conn k;
+  handshake(k);
+  k.s(kS + 1, kC + 1, kAck, kMss);
+  k.s(kS + 1 + 7'200'000, kC + 1, kAck | kFin, kMss);
+  k.wait_us(20'000);
+  k.c(kC + 1, kS + 1 + 7'200'000 + kMss + 1, kAck | kFin);
+  k.finish();
+  auto samples = k.samples();
+  EXPECT_EQ(find_sample(samples, SampleKind::kWc), nullptr);
+  EXPECT_EQ(k.w.counters().seq_jumps, 1u);
+  EXPECT_EQ(k.w.counters().wc_unsound_seq_jump, 1u);
+}
+
+// An honest gap (upstream loss of a few segments the monitor never saw) is not a jump.
+TEST(TrackerSound, SmallGapStillGivesWc) {
+  Conn k;
+  handshake(k);
+  for (uint32_t i = 0; i < 10; ++i) {
+    if (i == 3 || i == 4) continue;  // lost before the monitor
+    k.s(kS + 1 + i * kMss, kC + 1, kAck, kMss);
+  }
+  k.wait_us(20'000);
+  k.c(kC + 1, kS + 1 + 10 * kMss, kAck);
+  k.finish();
+  EXPECT_NE(find_sample(k.samples(), SampleKind::kWc), nullptr);
+  EXPECT_EQ(k.w.counters().seq_jumps, 0u);
+}
+
+// Six mid-stream pairs (one data segment, one ACK) pulled a victim /24 to W_c 2: a connection
+// picked up mid-stream gives no W_c unless a flight of 3 segments or more was seen.
+TEST(TrackerSound, MidStreamPairGivesNoWcButALongerPickupDoes) {
+  for (uint32_t segments : {1u, 2u, 3u, 6u}) {
+    Conn k;
+    const uint32_t base = 900'000;
+    for (uint32_t i = 0; i < segments; ++i) k.s(base + i * kMss, kC, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC, base + segments * kMss, kAck);
+    k.finish();
+    const bool wc = find_sample(k.samples(), SampleKind::kWc) != nullptr;
+    EXPECT_EQ(wc, segments >= 3) << segments << " segments";
+    EXPECT_EQ(k.w.counters().wc_unsound_pickup, segments >= 3 ? 0u : 1u) << segments;
+  }
+}
+
+// A flow pushed out of a full table (an ACK flood) gives no end-of-connection W_c.
+TEST(TrackerSound, EvictedFlowGivesNoWc) {
+  WorkerConfig cfg = Conn::small_config();
+  cfg.flow_capacity = 1;
+  Conn k(cfg);
+  handshake(k);
+  for (uint32_t i = 0; i < 5; ++i) k.s(kS + 1 + i * kMss, kC + 1, kAck, kMss);
+  k.c(kC + 1, kS + 1 + 5 * kMss, kAck);
+  ParsedPacket other = k.make(true, kC, 0, kSyn);
+  other.sport = 20000;
+  k.feed(other);  // evicts the real connection
+  EXPECT_EQ(k.w.counters().flows_evicted, 1u);
+  EXPECT_EQ(find_sample(k.samples(), SampleKind::kWc), nullptr);
+  EXPECT_EQ(k.w.counters().wc_unsound_evicted, 1u);
+}
+
 TEST(FlowTable, InsertFindEraseUnderCollisions) {
   FlowTable t(1000);
   std::vector<FlowKey> keys;

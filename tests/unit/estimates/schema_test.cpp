@@ -75,6 +75,23 @@ TEST(Schema, FormatDoubleRoundTrips) {
   EXPECT_EQ(format_double(42), "42");
 }
 
+// The bucket value: nine sums, then the W_c clients mask, then created_s (always last). A value
+// written before the mask existed (nine sums and created_s) reads with no mask.
+TEST(Schema, BucketValueWithAndWithoutTheClientsMask) {
+  Accumulator acc;
+  ASSERT_TRUE(
+      add_bucket_value("3 54 1106 4 81250 18250 1700000017123456789 7 0 5 1763776510", acc));
+  EXPECT_EQ(acc.wc_count, 3u);
+  EXPECT_EQ(acc.newest_ts_ns, 1700000017123456789u);
+  EXPECT_EQ(acc.wc_clients, 5u);
+  Accumulator old;
+  ASSERT_TRUE(add_bucket_value("3 54 1106 4 81250 18250 1700000017123456789 7 0 1763776510", old));
+  EXPECT_EQ(old.wc_count, 3u);
+  EXPECT_EQ(old.wc_clients, 0u);
+  ASSERT_TRUE(add_bucket_value("1 2 4 0 0 0 1700000017123456789 1 0 4294967295 1763776510", acc));
+  EXPECT_EQ(acc.wc_clients, 0xffffffffu);
+}
+
 TEST(Schema, ScriptsHaveTheirSha) {
   for (const RedisScript* s : {&write_bucket_script(), &add_activity_script(), &top_script()}) {
     EXPECT_EQ(s->sha1.size(), 40u);
