@@ -134,9 +134,10 @@ class ScalableLab(Lab):
     """<name>s (10.79.0.1) -- <name>d (delay line; TBF towards the client) -- <name>c
     (10.79.0.2, 10.79.1.2, 10.79.2.2, 10.79.3.2): one L2 segment, three client prefixes."""
 
-    def __init__(self, name):
+    def __init__(self, name, one_way_ms=ONE_WAY_MS):
         super().__init__(name)
         self.dly = name + "d"
+        self.one_way_ms = one_way_ms
 
     def close_ns(self):
         super().close_ns()
@@ -170,7 +171,7 @@ class ScalableLab(Lab):
         with open(os.path.join(self.trace, "buffer_size_kb"), "w") as f:
             f.write("16384")  # per CPU: every ACK of a few seconds of transfer
         self.start(["ip", "netns", "exec", self.dly, "/usr/bin/python3", DELAY_LINE,
-                    n + "a", n + "b", str(ONE_WAY_MS)])
+                    n + "a", n + "b", str(self.one_way_ms)])
         return self
 
     def __exit__(self, *exc):
