@@ -4,8 +4,10 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,10 @@ int main(int argc, char** argv) {
                  "Time a connection stays after FIN/RST before its record is written")
       ->default_val(src.worker.closing_timeout_ms);
   app.add_flag("--progress", src.progress, "Print progress to stderr on long inputs");
+  std::string hash_seed;
+  app.add_option("--hash-seed", hash_seed,
+                 "Seed of the flow table's keyed hash (decimal or 0x hex). Default: fixed for "
+                 "--pcap (the same output every time), random per process for live sources");
 
   auto* cg = app.add_option_group("Estimates", "Redis writer, gRPC estimate service, metrics");
   cg->add_option("--redis", ctl.redis_url, "Redis URL: redis://[user:password@]host:port");
@@ -164,6 +170,17 @@ int main(int argc, char** argv) {
                          " networks");
     }
     t.inside[t.inside_count++] = p;
+  }
+  if (!hash_seed.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    src.worker.hash_seed = std::strtoull(hash_seed.c_str(), &end, 0);
+    if (errno || end == hash_seed.c_str() || *end)
+      return usage_error("--hash-seed: not a 64-bit number: '" + hash_seed + "'");
+  } else if (pcap_path.empty()) {
+    // Live traffic: a secret nobody can choose 4-tuples against.
+    std::random_device rd;
+    src.worker.hash_seed = (uint64_t(rd()) << 32) ^ rd();
   }
   const int inputs =
       int(!pcap_path.empty()) + int(!src.live.interface.empty()) + int(!eal_args.empty());

@@ -78,18 +78,26 @@ FlowKey make_key(const ParsedPacket& p, bool& src_is_lo) {
   return k;
 }
 
-uint32_t hash_key(const FlowKey& k) {
-  // Symmetric by construction (the key is canonical); murmur-style 64-bit mixing.
-  uint64_t w[4];
-  std::memcpy(w, k.lo_addr.bytes.data(), 16);
-  std::memcpy(w + 2, k.hi_addr.bytes.data(), 16);
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t(k.lo_port) << 16 | k.hi_port);
-  for (uint64_t x : w) {
-    h ^= x * 0xff51afd7ed558ccdull;
-    h = (h << 31 | h >> 33) * 0xc4ceb9fe1a85ec53ull;
+FlowHashSecret FlowHashSecret::from_seed(uint64_t seed) {
+  FlowHashSecret s;
+  uint64_t x = seed;
+  for (uint64_t& k : s.k) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    k = z ^ (z >> 31);
   }
-  h ^= h >> 29;
-  return uint32_t(h ^ (h >> 32));
+  return s;
+}
+
+uint32_t hash_key(const FlowKey& k, const FlowHashSecret& s) {
+  // h = k0 + sum k[i] * x[i] (mod 2^64) over the nine 32-bit words; the high half is the hash.
+  uint32_t w[8];
+  std::memcpy(w, k.lo_addr.bytes.data(), 16);
+  std::memcpy(w + 4, k.hi_addr.bytes.data(), 16);
+  uint64_t h = s.k[0] + s.k[9] * (uint64_t(k.lo_port) << 16 | k.hi_port);
+  for (int i = 0; i < 8; ++i) h += s.k[i + 1] * w[i];
+  return uint32_t(h >> 32);
 }
 
 }  // namespace spand

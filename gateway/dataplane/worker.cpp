@@ -51,6 +51,7 @@ WorkerCounters total_counters(const std::vector<const Worker*>& workers) {
 
 Worker::Worker(const WorkerConfig& cfg)
     : cfg_(cfg),
+      hash_secret_(FlowHashSecret::from_seed(cfg.hash_seed)),
       samples_(new SpscRing<Sample>(cfg.ring_capacity)),
       flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
       table_(new FlowTable(cfg.flow_capacity, cfg.prefault_table)),
@@ -118,7 +119,7 @@ void Worker::handle_packet(const ParsedPacket& p) {
   if (staged_count_ != 0) flush_staged();
   bool src_is_lo = false;
   const FlowKey key = make_key(p, src_is_lo);
-  track(p, key, hash_key(key), src_is_lo);
+  track(p, key, hash_key(key, hash_secret_), src_is_lo);
 }
 
 void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
@@ -132,7 +133,7 @@ void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, ui
     return;
   }
   st.key = make_key(st.pkt, st.src_is_lo);
-  st.hash = hash_key(st.key);
+  st.hash = hash_key(st.key, hash_secret_);
   table_->prefetch(st.hash);
   if (++staged_count_ == kBurst) flush_staged();
 }

@@ -27,6 +27,9 @@ struct WorkerConfig {
   // Commit the whole flow table at start (a live port: no page fault on the packet path later)
   // rather than as slots are first used (files: a small capture costs little memory).
   bool prefault_table = false;
+  // Seed of the flow table's keyed hash (FlowHashSecret): fixed for replays (deterministic
+  // output), random per process for live sources (spand-gateway --hash-seed).
+  uint64_t hash_seed = kReplayHashSeed;
   TrackerConfig tracker;
 };
 
@@ -145,6 +148,7 @@ class Worker {
 
  private:
   WorkerConfig cfg_;
+  FlowHashSecret hash_secret_;
   WorkerCounters counters_;
   std::unique_ptr<SpscRing<Sample>> samples_;
   std::unique_ptr<SpscRing<FlowRecord>> flows_;
