@@ -195,6 +195,10 @@ struct alignas(64) Flow {
   uint8_t ip_v6 : 1 = 0;
   uint8_t synack_resent : 1 = 0;  // Karn: no SYN-ACK-to-ACK leg
   uint8_t handshake_done : 1 = 0;
+  // Seen to be a real connection: its handshake completed, or both sides sent packets and one
+  // sent data. A lone ACK (a spoofed flood) never is: such flows are evicted first and never
+  // displace a verified one (FlowTable::insert).
+  uint8_t verified : 1 = 0;
   uint64_t base_ns = 0;  // time of the first packet; relative times count from here
   uint64_t last_ns = 0;  // time of the newest packet
   int32_t syn_synack_us = -1;

@@ -17,20 +17,24 @@ FlowTable::FlowTable(uint32_t capacity, bool prefault)
                                            prefault ? size_t(slots_) * sizeof(Flow) : 0)),
              Unmap{size_t(slots_) * sizeof(Flow)}) {}
 
-uint32_t FlowTable::pick_victim(uint32_t hash) const {
+uint32_t FlowTable::pick_victim(uint32_t hash, bool syn_newcomer) const {
+  // Rank: SYN-only (half-open) first, then unverified (lone ACKs), then verified; least recently
+  // seen within a rank. A newcomer that is not a SYN takes only an unverified flow's place
+  // (UINT32_MAX: none in the window).
   uint32_t best = UINT32_MAX;
-  bool best_syn_only = false;
+  int best_rank = 3;
   uint32_t seen = 0;
   uint32_t i = home(tag_of(hash));
   for (uint32_t steps = 0; seen < kEvictWindow && steps < slots_; ++steps, i = next(i)) {
     if (tags_[i] == kEmpty) continue;  // full table: empty slots are rare, skip over them
     ++seen;
     const Flow& f = flows_[i];
-    const bool syn_only = f.phase == FlowPhase::kSynOnly;
-    if (best == UINT32_MAX || (syn_only && !best_syn_only) ||
-        (syn_only == best_syn_only && f.last_ns < flows_[best].last_ns)) {
+    const int rank = f.phase == FlowPhase::kSynOnly ? 0 : f.verified ? 2 : 1;
+    if (!syn_newcomer && rank != 1) continue;
+    if (best == UINT32_MAX || rank < best_rank ||
+        (rank == best_rank && f.last_ns < flows_[best].last_ns)) {
       best = i;
-      best_syn_only = syn_only;
+      best_rank = rank;
     }
   }
   return best;

@@ -4,8 +4,10 @@
 //
 // Full-table policy: the table refuses to grow past `capacity` live flows. A new connection then
 // evicts the least recently seen flow among the first kEvictWindow occupied slots of its probe
-// sequence, preferring a SYN-only (half-open) flow; the caller finalizes the evicted flow
-// (close reason "evicted") before it is overwritten, and counts it.
+// sequence, preferring a SYN-only (half-open) flow, then an unverified one (Flow::verified: a
+// lone ACK); a newcomer that is not a SYN displaces only an unverified flow (else it is refused).
+// The caller finalizes the evicted flow (close reason "evicted") before it is overwritten, and
+// counts it.
 #pragma once
 
 #include <cstddef>
@@ -49,11 +51,14 @@ class FlowTable {
   }
 
   // Inserts a new, zeroed flow for `key` (not present). When full, `on_evict(Flow&)` is called on
-  // the victim before it is removed. Returns the new flow (never null: capacity >= 1).
+  // the victim before it is removed. Returns the new flow; null only when full and the newcomer
+  // is not a SYN (`syn_newcomer` false: e.g. a lone ACK of a flood) and no unverified flow is
+  // among the candidates: such a newcomer never displaces a verified or half-open connection.
   template <typename OnEvict>
-  Flow* insert(const FlowKey& key, uint32_t hash, OnEvict&& on_evict) {
+  Flow* insert(const FlowKey& key, uint32_t hash, OnEvict&& on_evict, bool syn_newcomer = true) {
     if (size_ >= capacity_) {
-      uint32_t victim = pick_victim(hash);
+      uint32_t victim = pick_victim(hash, syn_newcomer);
+      if (victim == UINT32_MAX) return nullptr;
       on_evict(flows_[victim]);
       erase_slot(victim);
     }
@@ -118,7 +123,7 @@ class FlowTable {
   // keep the hash, so deletion never rehashes keys.
   uint32_t home(uint32_t tag) const { return uint32_t((uint64_t(tag) * slots_) >> 32); }
   uint32_t next(uint32_t i) const { return i + 1 == slots_ ? 0 : i + 1; }
-  uint32_t pick_victim(uint32_t hash) const;
+  uint32_t pick_victim(uint32_t hash, bool syn_newcomer) const;
   void erase_slot(uint32_t i);
 
   uint32_t capacity_;

@@ -126,6 +126,9 @@ bool Tracker::is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_
   const Dir d = (src_is_lo == bool(f.client_is_lo)) ? Dir::kC2S : Dir::kS2C;
   const HalfFlow& h = f.half[int(d)];
   if (f.phase == FlowPhase::kClosing) return true;
+  // A SYN on a flow nothing verified (lone ACKs, e.g. spoofed ones that hit this 4-tuple first):
+  // the connection starts here.
+  if (!f.verified && !f.handshake) return true;
   // A SYN with a different initial sequence number from a side that already sent data.
   return (h.flags & kHfSeqKnown) && p.seq != h.isn;
 }
@@ -191,6 +194,12 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   const Dir d = (src_is_lo == bool(f.client_is_lo)) ? Dir::kC2S : Dir::kS2C;
   HalfFlow& snd = f.h(d);
   ++snd.packets;
+  if (!f.verified) {
+    const HalfFlow& other = f.h(opposite(d));
+    if (f.handshake_done ||
+        (other.packets && (p.payload_len || snd.data_packets || other.data_packets)))
+      f.verified = 1;
+  }
   if (p.vlan_outer && !f.vlan) f.vlan = p.vlan_outer;
 
   // IPv4 IDs: a datagram not newer than the newest this sender emitted is a copy made by the

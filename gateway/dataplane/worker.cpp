@@ -170,10 +170,17 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
       ++counters_.orphan_resets;
       return;
     }
-    f = table_->insert(key, hash, [this](Flow& victim) {
-      tracker_->close(victim, CloseReason::kEvicted);
-      ++counters_.flows_evicted;
-    });
+    f = table_->insert(
+        key, hash,
+        [this](Flow& victim) {
+          tracker_->close(victim, CloseReason::kEvicted);
+          ++counters_.flows_evicted;
+        },
+        (p.flags & kSyn) != 0);
+    if (!f) {  // full of verified flows: a non-SYN newcomer (lone ACK) is not tracked
+      ++counters_.drops[static_cast<size_t>(Drop::kFlowTableFull)];
+      return;
+    }
     ++counters_.flows_created;
     tracker_->on_new_flow(*f, p, src_is_lo);
   }

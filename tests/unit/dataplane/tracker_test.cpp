@@ -684,6 +684,62 @@ TEST(TrackerSound, EvictedFlowGivesNoWc) {
   EXPECT_EQ(k.w.counters().wc_unsound_evicted, 1u);
 }
 
+// An ACK flood (issue 12, item 4: 2M spoofed ACKs broke 20 real connections into 1,305 pieces):
+// a lone ACK makes an unverified flow, which is evicted before any verified one and never
+// displaces one; a SYN still gets in, evicting the unverified flows first.
+TEST(TrackerSound, AckFloodNeverDisplacesVerifiedConnections) {
+  WorkerConfig cfg = Conn::small_config();
+  cfg.flow_capacity = 8;
+  Conn k(cfg);
+  for (uint16_t i = 0; i < 6; ++i) {  // six real connections: handshake and data
+    k.cport = uint16_t(30000 + i);
+    handshake(k);
+    k.s(kS + 1, kC + 1, kAck, kMss);
+    k.c(kC + 1, kS + 1 + kMss, kAck);
+  }
+  EXPECT_EQ(k.w.counters().active_flows, 6u);
+  for (uint32_t i = 0; i < 1000; ++i) {  // spoofed lone ACKs from random ports
+    k.cport = uint16_t(40000 + i);
+    k.wait_us(10);
+    k.c(77 + i, 99 + i, kAck);
+  }
+  const WorkerCounters& c = k.w.counters();
+  EXPECT_EQ(c.active_flows, 8u);
+  // Only unverified flows (earlier ACKs) were evicted; the rest were refused.
+  auto recs = k.records();
+  for (const FlowRecord& r : recs) {
+    EXPECT_FALSE(r.handshake_seen);
+    EXPECT_EQ(r.close, CloseReason::kEvicted);
+  }
+  EXPECT_EQ(recs.size(), 998u);  // the ACK flows churn through the two free places
+  EXPECT_EQ(c.drops[static_cast<size_t>(Drop::kFlowTableFull)], 0u);
+  // A new real connection (SYN) gets in by evicting an unverified flow, not a real one.
+  k.cport = 50000;
+  k.c(kC, 0, kSyn);
+  for (const FlowRecord& r : k.records()) EXPECT_FALSE(r.handshake_seen);
+  // The six real connections are all still there, whole.
+  auto all = k.finish();
+  int real = 0;
+  for (const FlowRecord& r : all) real += r.handshake_seen && r.close != CloseReason::kEvicted;
+  EXPECT_EQ(real, 7);  // six established plus the new SYN
+
+  // A table full of verified connections refuses lone ACKs outright.
+  cfg.flow_capacity = 6;
+  Conn full(cfg);
+  for (uint16_t i = 0; i < 6; ++i) {
+    full.cport = uint16_t(30000 + i);
+    handshake(full);
+    full.s(kS + 1, kC + 1, kAck, kMss);
+  }
+  for (uint32_t i = 0; i < 1000; ++i) {
+    full.cport = uint16_t(40000 + i);
+    full.c(77 + i, 99 + i, kAck);
+  }
+  EXPECT_EQ(full.w.counters().drops[static_cast<size_t>(Drop::kFlowTableFull)], 1000u);
+  EXPECT_EQ(full.w.counters().flows_evicted, 0u);
+  EXPECT_TRUE(full.records().empty());
+}
+
 TEST(FlowTable, InsertFindEraseUnderCollisions) {
   FlowTable t(1000);
   std::vector<FlowKey> keys;
