@@ -149,7 +149,14 @@ class Proc:
 # Cleanup: everything this lab creates has a fixed name, so a killed run's leftovers are found.
 
 def other_agents():
-    """spand-agent processes that are not ours (they would share the BPF pins)."""
+    """spand-agent processes that are not ours (they would share the BPF pins). One running in
+    our own server namespace is ours (left by a killed run); cleanup() ends it."""
+    ours = set()
+    for ns in ALL_NS:
+        try:
+            ours.add(os.stat(f'/var/run/netns/{ns}').st_ino)
+        except OSError:
+            pass
     found = []
     for pid in os.listdir('/proc'):
         if pid.isdigit():
@@ -158,6 +165,11 @@ def other_agents():
             except OSError:
                 continue
             if comm == 'spand-agent':
+                try:
+                    if os.stat(f'/proc/{pid}/ns/net').st_ino in ours:
+                        continue
+                except OSError:
+                    continue
                 found.append(int(pid))
     return found
 
