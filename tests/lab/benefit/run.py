@@ -149,7 +149,14 @@ class Proc:
 # Cleanup: everything this lab creates has a fixed name, so a killed run's leftovers are found.
 
 def other_agents():
-    """spand-agent processes that are not ours (they would share the BPF pins)."""
+    """spand-agent processes that are not ours (they would share the BPF pins). One running in
+    our own server namespace is ours (left by a killed run); cleanup() ends it."""
+    ours = set()
+    for ns in ALL_NS:
+        try:
+            ours.add(os.stat(f'/var/run/netns/{ns}').st_ino)
+        except OSError:
+            pass
     found = []
     for pid in os.listdir('/proc'):
         if pid.isdigit():
@@ -158,6 +165,11 @@ def other_agents():
             except OSError:
                 continue
             if comm == 'spand-agent':
+                try:
+                    if os.stat(f'/proc/{pid}/ns/net').st_ino in ours:
+                        continue
+                except OSError:
+                    continue
                 found.append(int(pid))
     return found
 
@@ -586,13 +598,17 @@ def join_server_logs(out):
             continue
         for line in open(path):
             e = json.loads(line)
-            key = (e.get('src'), e.get('sport'))
+            # A client port is reused across server ports: the server port is part of the key.
+            key = (e.get('src'), e.get('sport'), e.get('port'))
             (accept if e['ev'] == 'accept' else close if e['ev'] == 'close' else {})[key] = e
     rows = []
     path = os.path.join(out, 'transfers.jsonl')
     for line in open(path):
         t = json.loads(line)
-        key = (t['src'], t.get('sport'))
+        key = (t['src'], t.get('sport'), t['port'])
+        for k in ('init_cwnd', 'init_ssthresh', 'cc', 'total_retrans', 'dsack_dups', 'reord_seen',
+                  'min_rtt_us', 'rtt_us', 'bytes_retrans', 'data_segs_out', 'cwnd', 'ssthresh'):
+            t.pop(k, None)  # a second join starts afresh
         if key in accept:
             a = accept[key]
             t.update(init_cwnd=a['init_cwnd'], init_ssthresh=a['init_ssthresh'], cc=a['cc'])
@@ -713,11 +729,22 @@ def main():
     ap.add_argument('--out')
     ap.add_argument('--smoke', action='store_true', help='check the live loop end to end (<2 min)')
     ap.add_argument('--cleanup', action='store_true', help='remove leftovers of a killed run')
+    ap.add_argument('--rejoin', metavar='OUTDIR', help='join the server logs of OUTDIR again and '
+                    're-analyze it (no root needed)')
     ap.add_argument('--seed', type=int, default=1)
     ap.add_argument('--repeats', type=int, help='override [traffic] (and [friendliness]) repeats')
     ap.add_argument('--arms', help='override [traffic] arms, comma-separated')
     ap.add_argument('--sizes', help='override [traffic] sizes (bytes), comma-separated')
     args = ap.parse_args()
+    if args.rejoin:
+        join_server_logs(args.rejoin)
+        path = os.path.join(args.rejoin, 'results.json')
+        results = json.load(open(path))
+        results['summary'] = analyze.analyze(args.rejoin, results['scenario']['name'],
+                                             results['scenario']['path'])
+        json.dump(results, open(path, 'w'), indent=1, default=str)
+        print(analyze.table(results['summary']))
+        return 0
     if os.geteuid() != 0:
         say('needs root (namespaces, cgroups, BPF)')
         return 77
