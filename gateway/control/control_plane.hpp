@@ -18,6 +18,9 @@ namespace spand {
 struct ControlOptions : EstimatesOptions {
   std::string grpc_listen;     // "" = no estimate service; e.g. "0.0.0.0:50051"
   std::string metrics_listen;  // "" = no /metrics; e.g. "0.0.0.0:9108"
+  // gRPC transport security (docs/api.md, "Security"): PEM files; "" = not used.
+  std::string grpc_tls_cert, grpc_tls_key, grpc_client_ca;
+  std::string report_token_file;  // Report needs "authorization: Bearer <first line>"
 };
 
 class ControlPlane {

@@ -146,6 +146,13 @@ int main(int argc, char** argv) {
       ->default_val(ctl.backlog_max_updates);
   cg->add_option("--grpc-listen", ctl.grpc_listen, "Serve spand.v1.Estimates on HOST:PORT");
   cg->add_option("--metrics-listen", ctl.metrics_listen, "Serve Prometheus /metrics on HOST:PORT");
+  cg->add_option("--grpc-tls-cert", ctl.grpc_tls_cert,
+                 "gRPC over TLS: server certificate chain (PEM file)");
+  cg->add_option("--grpc-tls-key", ctl.grpc_tls_key, "gRPC over TLS: its private key (PEM file)");
+  cg->add_option("--grpc-client-ca", ctl.grpc_client_ca,
+                 "Mutual TLS: accept only clients with a certificate signed by this CA (PEM)");
+  cg->add_option("--report-token-file", ctl.report_token_file,
+                 "Report needs 'authorization: Bearer <first line of this file>'");
   cg->add_flag("--keep-serving", keep_serving,
                "After a --pcap replay, keep serving gRPC and metrics until SIGINT/SIGTERM");
 

@@ -27,7 +27,7 @@ int main(int argc, char** argv) {
   using namespace spand;
   StackOptions so;
   ControlOptions& c = so.control;
-  c.grpc_listen = "0.0.0.0:50051";
+  c.grpc_listen = "127.0.0.1:50051";  // loopback unless told otherwise
   std::string clock_mode = "redis";
   std::string cluster;
   unsigned v4_len = c.prefix.v4_len, v6_len = c.prefix.v6_len;
@@ -41,6 +41,13 @@ int main(int argc, char** argv) {
   app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")->capture_default_str();
   app.add_option("--metrics-listen", c.metrics_listen,
                  "Prometheus /metrics listen address (empty: none)");
+  app.add_option("--grpc-tls-cert", c.grpc_tls_cert,
+                 "gRPC over TLS: server certificate chain (PEM file)");
+  app.add_option("--grpc-tls-key", c.grpc_tls_key, "gRPC over TLS: its private key (PEM file)");
+  app.add_option("--grpc-client-ca", c.grpc_client_ca,
+                 "mutual TLS: accept only clients with a certificate signed by this CA (PEM)");
+  app.add_option("--report-token-file", c.report_token_file,
+                 "Report needs 'authorization: Bearer <first line of this file>'");
   app.add_option("--window-s", c.window_s, "sliding window S, seconds")->capture_default_str();
   app.add_option("--bucket-s", c.bucket_s, "bucket width, seconds (must match the gateways')")
       ->capture_default_str();

@@ -201,7 +201,11 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
     self->hub_->request_refresh();  // Watch: the window just changed
   });
   if (!c.grpc_listen.empty()) {
-    s->server_ = start_grpc_server(c.grpc_listen, *s->service_, s->grpc_port_, error);
+    GrpcSecurity sec;
+    if (!read_grpc_security(c.grpc_tls_cert, c.grpc_tls_key, c.grpc_client_ca, c.report_token_file,
+                            sec, error))
+      return nullptr;
+    s->server_ = start_grpc_server(c.grpc_listen, *s->service_, s->grpc_port_, error, sec);
     if (!s->server_) return nullptr;
   }
   return s;
@@ -221,6 +225,9 @@ void ServiceStack::shutdown() {
     // now, while the service's completion queues still run: after the service is gone a
     // reader completing one would touch freed memory.
     if (read_pool_) read_pool_->stop();
+    // Completion queues shut down and drained while the server object exists, then the server
+    // (destroying it first let a drained request touch freed server state).
+    service_.reset();
     server_.reset();
   }
 }

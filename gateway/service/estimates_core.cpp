@@ -17,6 +17,12 @@ uint64_t SteadyClock::now_ns() const {
                       .count());
 }
 
+// The store's own error names the Redis node (host:port) and its state: kept out of what clients
+// see (the gateway's stderr and metrics carry Redis trouble).
+static grpc::Status store_unavailable() {
+  return {grpc::StatusCode::UNAVAILABLE, "estimate store unavailable; retry later"};
+}
+
 EstimatesCore::EstimatesCore(EstimateStore& store, const Clock& clock, const CoreOptions& opts,
                              SampleSink* sink, const Clock* cache_clock, AsyncWindowReader* reader)
     : store_(store),
@@ -35,7 +41,7 @@ grpc::Status EstimatesCore::estimate_prefix(const Prefix& p, bool use_cache, v1:
   } else {
     std::string error;
     if (!store_.read_window(p, clock_.now_ns(), acc, error)) {
-      return {grpc::StatusCode::UNAVAILABLE, "estimate store: " + error};
+      return store_unavailable();
     }
     cache_.put(p, steady_ns, acc);
   }
@@ -135,7 +141,7 @@ void GetCall::complete() {
 void EstimatesCore::get_read_done(GetCall& call) {
   WindowReadOp& op = call;
   if (!op.ok) {
-    call.finish({grpc::StatusCode::UNAVAILABLE, "estimate store: " + op.error});
+    call.finish(store_unavailable());
     return;
   }
   cache_.put(op.prefix, call.steady_ns_, op.acc);
@@ -199,7 +205,7 @@ void EstimatesCore::batch_read_done(BatchGetCall& call) {
   for (size_t i = 0; i < n; ++i) {
     const BatchGetCall::Item& it = call.items_[i];
     if (it.from_store && !it.ok) {
-      const grpc::Status st(grpc::StatusCode::UNAVAILABLE, "estimate store: " + it.error);
+      const grpc::Status st = store_unavailable();
       call.items_.reset();  // `it` is gone from here on
       call.finish(st);
       return;
@@ -268,7 +274,7 @@ grpc::Status EstimatesCore::top(const v1::TopRequest& req, v1::TopResponse& out)
   std::vector<PrefixActivity> rows;
   std::string error;
   if (!store_.top_prefixes(clock_.now_ns(), limit, rows, error)) {
-    return {grpc::StatusCode::UNAVAILABLE, "estimate store: " + error};
+    return store_unavailable();
   }
   for (const PrefixActivity& row : rows) {
     v1::TopEntry* e = out.add_prefixes();

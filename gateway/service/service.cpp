@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -282,10 +284,26 @@ grpc::Status EstimatesService::Top(grpc::ServerContext*, const v1::TopRequest* r
   return t.done(core_.top(*req, *reply));
 }
 
-grpc::Status EstimatesService::Report(grpc::ServerContext*,
+grpc::Status EstimatesService::Report(grpc::ServerContext* ctx,
                                       grpc::ServerReader<v1::ReportSample>* reader,
                                       v1::ReportSummary* reply) {
   CallTimer t(metrics_, RpcMethod::kReport);
+  if (!report_token_.empty()) {
+    // Report writes into every client's estimate: only authenticated agents may call it.
+    const auto& md = ctx->client_metadata();
+    const auto it = md.find("authorization");
+    const std::string want = "Bearer " + report_token_;
+    bool ok = it != md.end() && it->second.size() == want.size();
+    if (ok) {  // constant time in the token's length
+      unsigned char diff = 0;
+      for (size_t i = 0; i < want.size(); ++i) diff |= uint8_t(it->second.data()[i] ^ want[i]);
+      ok = diff == 0;
+    }
+    if (!ok) {
+      return t.done({grpc::StatusCode::UNAUTHENTICATED,
+                     "Report needs 'authorization: Bearer <token>' (--report-token-file)"});
+    }
+  }
   if (!core_.can_report()) {
     return t.done({grpc::StatusCode::UNIMPLEMENTED, "this server has no sample writer"});
   }
@@ -357,9 +375,52 @@ grpc::Status EstimatesService::watch(grpc::ServerContext* ctx, const v1::WatchRe
   return grpc::Status::CANCELLED;
 }
 
+namespace {
+bool read_file(const std::string& path, const char* option, std::string& out, std::string& error) {
+  out.clear();
+  if (path.empty()) return true;
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  if (in) ss << in.rdbuf();
+  if (!in || ss.str().empty()) {
+    error = std::string(option) + ": cannot read '" + path + "'";
+    return false;
+  }
+  out = ss.str();
+  return true;
+}
+}  // namespace
+
+bool read_grpc_security(const std::string& cert_file, const std::string& key_file,
+                        const std::string& client_ca_file, const std::string& token_file,
+                        GrpcSecurity& out, std::string& error) {
+  out = GrpcSecurity{};
+  if (cert_file.empty() != key_file.empty()) {
+    error = "--grpc-tls-cert and --grpc-tls-key go together";
+    return false;
+  }
+  if (!client_ca_file.empty() && cert_file.empty()) {
+    error = "--grpc-client-ca needs --grpc-tls-cert and --grpc-tls-key";
+    return false;
+  }
+  if (!read_file(cert_file, "--grpc-tls-cert", out.cert_pem, error) ||
+      !read_file(key_file, "--grpc-tls-key", out.key_pem, error) ||
+      !read_file(client_ca_file, "--grpc-client-ca", out.client_ca_pem, error) ||
+      !read_file(token_file, "--report-token-file", out.report_token, error))
+    return false;
+  // The token is the file's first line.
+  if (const size_t nl = out.report_token.find_first_of("\r\n"); nl != std::string::npos)
+    out.report_token.resize(nl);
+  if (!token_file.empty() && out.report_token.empty()) {
+    error = "--report-token-file: the first line of '" + token_file + "' is empty";
+    return false;
+  }
+  return true;
+}
+
 std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
                                                 EstimatesService& service, int& bound_port,
-                                                std::string& error) {
+                                                std::string& error, const GrpcSecurity& security) {
   // Debian's Abseil is built with its debug checks on: every absl::Mutex operation in gRPC then
   // updates a process-wide lock graph (GraphCycles, behind one spin lock) to detect lock-order
   // inversions, several percent of the service's CPU under load. A debugging aid only.
@@ -368,7 +429,18 @@ std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   bound_port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &bound_port);
+  std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
+  if (!security.cert_pem.empty()) {
+    grpc::SslServerCredentialsOptions ssl(
+        security.client_ca_pem.empty()
+            ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = security.client_ca_pem;
+    ssl.pem_key_cert_pairs.push_back({security.key_pem, security.cert_pem});
+    creds = grpc::SslServerCredentials(ssl);
+  }
+  service.report_token_ = security.report_token;
+  builder.AddListeningPort(listen, creds, &bound_port);
   builder.RegisterService(&service);
   builder.RegisterService(service.health_.get());
   service.add_completion_queues(builder);

@@ -22,6 +22,16 @@ namespace spand {
 
 class HealthService;
 
+// Transport security of the gRPC endpoint (docs/api.md, "Security"). All PEM text, not paths
+// (read_grpc_security() reads the files). Empty cert/key: plaintext. With client_ca: mutual TLS,
+// every client must present a certificate signed by it.
+struct GrpcSecurity {
+  std::string cert_pem;       // server certificate chain
+  std::string key_pem;        // its private key
+  std::string client_ca_pem;  // non-empty: require and verify client certificates
+  std::string report_token;   // non-empty: Report needs "authorization: Bearer <token>"
+};
+
 using EstimatesServiceBase = v1::Estimates::WithAsyncMethod_Get<
     v1::Estimates::WithAsyncMethod_BatchGet<v1::Estimates::Service>>;
 
@@ -51,7 +61,8 @@ class EstimatesService final : public EstimatesServiceBase {
 
  private:
   friend std::unique_ptr<grpc::Server> start_grpc_server(const std::string&, EstimatesService&,
-                                                         int&, std::string&);
+                                                         int&, std::string&, const GrpcSecurity&);
+  std::string report_token_;  // set by start_grpc_server; "" = Report needs no token
   struct Poller;
   class Rpc;
   class GetRpc;
@@ -73,11 +84,18 @@ class EstimatesService final : public EstimatesServiceBase {
   Metrics* metrics_;
 };
 
+// Fills `out` from files ("" = not set). False with `error` (naming the option) on an unreadable
+// file, a key without a certificate or the reverse, or a client CA without a server certificate.
+bool read_grpc_security(const std::string& cert_file, const std::string& key_file,
+                        const std::string& client_ca_file, const std::string& token_file,
+                        GrpcSecurity& out, std::string& error);
+
 // Builds a server with the service, the standard health service and server reflection.
 // Returns nullptr with `error` set when `listen` cannot be bound; `bound_port` gets the port
 // (useful with ":0").
 std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
                                                 EstimatesService& service, int& bound_port,
-                                                std::string& error);
+                                                std::string& error,
+                                                const GrpcSecurity& security = {});
 
 }  // namespace spand

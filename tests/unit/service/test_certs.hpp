@@ -1,0 +1,59 @@
+// Test PKI for the TLS tests (never used outside tests): a CA, a server certificate for
+// localhost / 127.0.0.1 and a client certificate, all signed by the CA, valid 100 years.
+// Made with openssl (EC P-256): req -x509 for the CA, req + x509 -req for the others.
+#pragma once
+
+namespace spand::test {
+
+inline constexpr const char* kTestCaPem = R"pem(-----BEGIN CERTIFICATE-----
+MIIBiDCCAS2gAwIBAgIULnpQ9dhLaF9PM+FiDju9+/wNXuEwCgYIKoZIzj0EAwIw
+GDEWMBQGA1UEAwwNc3BhbmQgdGVzdCBDQTAgFw0yNjExMjMyMjU0NDhaGA8yMTI2
+MTAzMDIyNTQ0OFowGDEWMBQGA1UEAwwNc3BhbmQgdGVzdCBDQTBZMBMGByqGSM49
+AgEGCCqGSM49AwEHA0IABMYgtVq3t0tc2iiihr6ZxDxCTcLJhsT3LWmWRves8D46
+yWNi6QPOQ/iTxMLfuyJZzWvs/R/PgGrnq62dyTfqksyjUzBRMB0GA1UdDgQWBBTV
+K6PrWvkG3P2udeW3hPd5eDvfeDAfBgNVHSMEGDAWgBTVK6PrWvkG3P2udeW3hPd5
+eDvfeDAPBgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0kAMEYCIQDhekT4E+9e
+pra9hFpVYqh71ShNiuLtOI2DI+tHW+DG6gIhAPD1BuLcOo/6n0Y7QfuWeZYV3FpJ
+aijoearOcKZWAZ8R
+-----END CERTIFICATE-----
+)pem";
+
+inline constexpr const char* kTestServerCertPem = R"pem(-----BEGIN CERTIFICATE-----
+MIIBjjCCATSgAwIBAgIUcPNoTYtwBTzWVteDuO3yw+9kKzcwCgYIKoZIzj0EAwIw
+GDEWMBQGA1UEAwwNc3BhbmQgdGVzdCBDQTAgFw0yNjExMjMyMjU0NDhaGA8yMTI2
+MTAzMDIyNTQ0OFowFDESMBAGA1UEAwwJbG9jYWxob3N0MFkwEwYHKoZIzj0CAQYI
+KoZIzj0DAQcDQgAE0U0msM3SFaML9PpeW51yKfNlaT683UfTEACYJ9PLTn4b0UA/
+WYQgHyPEwtrX3LwXIgzP7UDJ8tmXsLuLXpxNZaNeMFwwGgYDVR0RBBMwEYIJbG9j
+YWxob3N0hwR/AAABMB0GA1UdDgQWBBRWK/rMlk6BlGuV8DLh+Mg7fr0QXDAfBgNV
+HSMEGDAWgBTVK6PrWvkG3P2udeW3hPd5eDvfeDAKBggqhkjOPQQDAgNIADBFAiEA
+p1ED/CK3GDW/47NmUScTcdxMVWCg0MiZ61s9IR909QMCIGqOmmfIU187ehtZuqJP
+4MaS5ppcPaigirfneOfwsLwL
+-----END CERTIFICATE-----
+)pem";
+
+inline constexpr const char* kTestServerKeyPem = R"pem(-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgU9z9T4N6NEPa/OAs
+eTJnmFHH1wVK8eYPFjO/KjcVVQGhRANCAATRTSawzdIVowv0+l5bnXIp82VpPrzd
+R9MQAJgn08tOfhvRQD9ZhCAfI8TC2tfcvBciDM/tQMny2Zewu4tenE1l
+-----END PRIVATE KEY-----
+)pem";
+
+inline constexpr const char* kTestClientCertPem = R"pem(-----BEGIN CERTIFICATE-----
+MIIBKTCB0QIUcPNoTYtwBTzWVteDuO3yw+9kKzgwCgYIKoZIzj0EAwIwGDEWMBQG
+A1UEAwwNc3BhbmQgdGVzdCBDQTAgFw0yNjExMjMyMjU0NDhaGA8yMTI2MTAzMDIy
+NTQ0OFowFjEUMBIGA1UEAwwLc3BhbmQtYWdlbnQwWTATBgcqhkjOPQIBBggqhkjO
+PQMBBwNCAAR70NRxnECqoNxhkXs75a1smDFIFPAKYaIITACdQ19m9AfmoBGQO+RF
+4PxJBR2ECAG0Fzhi2Xv77AUSKAFt+Uo6MAoGCCqGSM49BAMCA0cAMEQCIDIL67Ra
+mQDbRp3ODtlG7yAPcdcok7TDUhktginxumGRAiBUZgAOnTmfvdvTuBW5/Tx9D/Rj
+qcI34GB/aKbCeo1aEQ==
+-----END CERTIFICATE-----
+)pem";
+
+inline constexpr const char* kTestClientKeyPem = R"pem(-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgB5rcwDOFaoAqFyEN
+++3tE9GzXb4TAa/drhCr1wLkwByhRANCAAR70NRxnECqoNxhkXs75a1smDFIFPAK
+YaIITACdQ19m9AfmoBGQO+RF4PxJBR2ECAG0Fzhi2Xv77AUSKAFt+Uo6
+-----END PRIVATE KEY-----
+)pem";
+
+}  // namespace spand::test
