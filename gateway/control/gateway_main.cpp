@@ -136,6 +136,11 @@ int main(int argc, char** argv) {
                  "Fewer distinct client addresses behind the W_c samples: SLOW_START")
       ->default_val(ctl.min_clients)
       ->check(CLI::Range(1u, 32u));
+  cg->add_option("--max-wc-cv", ctl.max_wc_cv,
+                 "Outlier rule: W_c standard deviation above this many means gives SLOW_START "
+                 "(0: off)")
+      ->default_val(ctl.max_wc_cv)
+      ->check(CLI::Range(0.0, 100.0));
   cg->add_option("--clock-skew-s", ctl.clock_skew_s,
                  "Samples, Report timestamps and the store clock may lie at most this far "
                  "ahead of the wall clock")

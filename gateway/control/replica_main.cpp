@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
                  "distinct client addresses behind the W_c samples needed for USE_ESTIMATE")
       ->capture_default_str()
       ->check(CLI::Range(1u, 32u));
+  app.add_option("--max-wc-cv", c.max_wc_cv,
+                 "outlier rule: W_c standard deviation above this many means gives SLOW_START "
+                 "(0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
   app.add_option("--clock-skew-s", c.clock_skew_s,
                  "tolerance for times ahead of the wall clock: a spand:clock or Report timestamp "
                  "further ahead is ignored or rejected")

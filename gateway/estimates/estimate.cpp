@@ -10,7 +10,7 @@ const char* verdict_name(Verdict v) {
 }
 
 Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_samples,
-                          const DecayOptions& decay, uint32_t min_clients) {
+                          const DecayOptions& decay, uint32_t min_clients, double max_wc_cv) {
   Estimate e;
   e.samples = acc.wc_count;
   e.rtt_samples = acc.rtt_count;
@@ -27,6 +27,7 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
     e.rtt_ms = acc.rtt_sum_us / double(acc.rtt_count) / 1000.0;
     e.min_rtt_ms = acc.rtt_min_us == UINT32_MAX ? 0.0 : double(acc.rtt_min_us) / 1000.0;
   }
+  e.outlier = max_wc_cv > 0 && acc.wc_count > 1 && e.wc_stddev > max_wc_cv * e.wc_segments;
   if (acc.newest_ts_ns > 0 && now_ns > acc.newest_ts_ns)
     e.age_s = double(now_ns - acc.newest_ts_ns) / 1e9;
   if (decay.half_life_s > 0 && acc.wc_count > 0 && e.age_s > decay.grace_s &&
@@ -37,7 +38,7 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
   }
   e.clients = acc.distinct_wc_clients();
   const bool enough_clients = acc.wc_clients == 0 || e.clients >= min_clients;
-  e.verdict = acc.wc_count >= std::max<uint32_t>(min_samples, 1) && enough_clients
+  e.verdict = acc.wc_count >= std::max<uint32_t>(min_samples, 1) && enough_clients && !e.outlier
                   ? Verdict::kUseEstimate
                   : Verdict::kSlowStart;
   return e;

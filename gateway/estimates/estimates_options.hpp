@@ -29,6 +29,7 @@ struct EstimatesOptions {
   uint32_t backlog_max_updates = 1'000'000;  // unflushed bucket updates kept while Redis is away
   uint32_t min_samples = 5;
   uint32_t min_clients = 2;  // distinct W_c client addresses needed for USE_ESTIMATE
+  double max_wc_cv = 2.0;    // outlier rule: W_c stddev above this many means: SLOW_START
   uint32_t clock_skew_s = kDefaultClockSkewS;  // tolerance of timestamps beyond the wall clock
   PrefixConfig prefix;
 };

@@ -51,8 +51,8 @@ grpc::Status EstimatesCore::estimate_prefix(const Prefix& p, bool use_cache, v1:
 
 void EstimatesCore::fill(const Prefix& p, const Accumulator& acc, v1::Estimate& out) const {
   // The verdict and the statistics are the estimates component's (shared with --prefix-summary).
-  const Estimate e =
-      compute_estimate(acc, clock_.now_ns(), opts_.min_samples, opts_.decay, opts_.min_clients);
+  const Estimate e = compute_estimate(acc, clock_.now_ns(), opts_.min_samples, opts_.decay,
+                                      opts_.min_clients, opts_.max_wc_cv);
   out.set_prefix(p.to_string());
   out.set_samples(e.samples);
   out.set_wc_segments(e.wc_segments);

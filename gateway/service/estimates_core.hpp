@@ -32,6 +32,7 @@ struct CoreOptions {
   PrefixConfig prefix;
   uint32_t min_samples = kDefaultMinSamples;  // fewer W_c samples in the window: SLOW_START
   uint32_t min_clients = kDefaultMinClients;  // fewer distinct W_c clients: SLOW_START
+  double max_wc_cv = kDefaultMaxWcCv;         // outlier rule (estimate.hpp); 0 = off
   DecayOptions decay;                         // off by default (estimates/estimate.hpp)
   uint32_t default_mss_bytes = 1460;
   uint32_t default_acked_per_ack = 1;  // b; 2 for receivers with delayed ACKs

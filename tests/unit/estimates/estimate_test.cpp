@@ -85,6 +85,23 @@ TEST(Estimate, MinimumDistinctClients) {
   EXPECT_EQ(a.distinct_wc_clients(), 2u);
 }
 
+// Outlier rule: ten W_c samples near 10 and one forged 5255 (issue 12's sequence jump) have a
+// standard deviation 3.25 times their mean: SLOW_START with max_wc_cv 2; the honest ten alone
+// (and every prefix of the bundled captures, at most 1.24) stay USE_ESTIMATE.
+TEST(Estimate, OutlierRuleRefusesAWindowDominatedByFewExtremeSamples) {
+  Accumulator acc;
+  for (uint32_t v : {8, 9, 10, 10, 11, 12, 9, 10, 11, 10}) acc.add(wc(v, kSec));
+  Estimate e = compute_estimate(acc, 2 * kSec, 5, {}, 1, 2.0);
+  EXPECT_FALSE(e.outlier);
+  EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
+  acc.add(wc(5255, kSec));
+  e = compute_estimate(acc, 2 * kSec, 5, {}, 1, 2.0);
+  EXPECT_NEAR(e.wc_stddev / e.wc_segments, 3.25, 0.05);
+  EXPECT_TRUE(e.outlier);
+  EXPECT_EQ(e.verdict, Verdict::kSlowStart);
+  EXPECT_EQ(compute_estimate(acc, 2 * kSec, 5, {}, 1, 0).verdict, Verdict::kUseEstimate);
+}
+
 TEST(Estimate, VerdictThreshold) {
   Accumulator acc;
   for (int i = 0; i < 4; ++i) acc.add(wc(10, kSec));
