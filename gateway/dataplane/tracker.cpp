@@ -263,8 +263,10 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
     f.handshake_done = 1;
     if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.h(Dir::kS2C).syn_us);
     if (f.phase == FlowPhase::kSynOnly) f.phase = FlowPhase::kEstablished;
-    if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0) {
-      rtt_sample(f, Dir::kS2C, uint32_t(f.syn_synack_us + f.synack_ack_us), RttSource::kHandshake);
+    // Legs of up to 35 minutes each fit int32; their sum is taken in 64 bits (it overflowed).
+    const int64_t hs = int64_t(f.syn_synack_us) + f.synack_ack_us;
+    if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0 && hs <= INT32_MAX) {
+      rtt_sample(f, Dir::kS2C, uint32_t(hs), RttSource::kHandshake);
     }
   }
 
@@ -712,7 +714,8 @@ void Tracker::close(Flow& f, CloseReason reason) {
   r.last_ns = f.last_ns;
   r.syn_synack_us = f.syn_synack_us;
   r.synack_ack_us = f.synack_ack_us;
-  if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0) r.hs_rtt_us = f.syn_synack_us + f.synack_ack_us;
+  if (f.syn_synack_us >= 0 && f.synack_ack_us >= 0)
+    r.hs_rtt_us = int32_t(std::min<int64_t>(int64_t(f.syn_synack_us) + f.synack_ack_us, INT32_MAX));
   static const LossState kNoLoss{};
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);

@@ -159,6 +159,19 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
   if (p.opt.malformed) ++counters_.tcp_option_errors;
   if (p.ts_ns > now_ns_) now_ns_ = p.ts_ns;
   Flow* f = table_->find(key, hash);
+  // A half-open flow past its SYN timeout that the sweep has not reached yet ends when a SYN-ACK
+  // comes: a SYN-ACK 31 minutes after the SYN is not the same handshake (it made a 35.8-minute
+  // RTT sample). Other packets keep the sweep's pace (a SYN resent after a 64 s backoff stays
+  // one connection attempt, as capture manifests count them).
+  if (f && f->phase == FlowPhase::kSynOnly && (p.flags & (kSyn | kAck)) == (kSyn | kAck) &&
+      expired(*f)) {
+    const CloseReason r = expiry_reason(*f);
+    tracker_->close(*f, r);
+    if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
+    ++counters_.flows_closed;
+    table_->erase(f);
+    f = nullptr;
+  }
   if (f && Tracker::is_new_incarnation(*f, p, src_is_lo)) {
     tracker_->close(*f, expiry_reason(*f));
     table_->erase(f);

@@ -740,6 +740,36 @@ TEST(TrackerSound, AckFloodNeverDisplacesVerifiedConnections) {
   EXPECT_TRUE(full.records().empty());
 }
 
+// A SYN and a SYN-ACK 31 minutes apart (issue 12, item 8): the SYN-only flow has timed out by
+// then, so there is no 35.8-minute handshake RTT sample, and the legs' sum no longer overflows
+// int32 (UBSan) even when a flow keeps such legs.
+TEST(TrackerSound, LateSynAckAfterTheSynTimeoutMakesNoHandshakeSample) {
+  Conn k;
+  k.c(kC, 0, kSyn);
+  k.wait_us(31ull * 60 * 1'000'000);
+  k.s(kS, kC + 1, kSyn | kAck);
+  k.wait_us(5ull * 60 * 1'000'000);
+  k.c(kC + 1, kS + 1, kAck);
+  auto samples = k.samples();
+  for (const Sample& s : samples) EXPECT_NE(s.kind, SampleKind::kRtt) << s.value;
+  EXPECT_EQ(k.w.counters().flows_timed_out, 1u);  // the SYN alone; the SYN-ACK starts anew
+  // With timeouts long enough to keep the flow, the legs (31 and 5 minutes) sum in 64 bits.
+  WorkerConfig cfg = Conn::small_config();
+  cfg.syn_timeout_ms = 40 * 60 * 1000;
+  cfg.idle_timeout_s = 3600;
+  Conn slow(cfg);
+  slow.c(kC, 0, kSyn);
+  slow.wait_us(31ull * 60 * 1'000'000);
+  slow.s(kS, kC + 1, kSyn | kAck);
+  slow.wait_us(5ull * 60 * 1'000'000);
+  slow.c(kC + 1, kS + 1, kAck);
+  auto recs = slow.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].syn_synack_us, int32_t(31ll * 60 * 1'000'000));
+  EXPECT_EQ(recs[0].hs_rtt_us, INT32_MAX);  // 36 minutes do not fit: saturated
+  for (const Sample& s : slow.samples()) EXPECT_NE(s.rtt_source, RttSource::kHandshake);
+}
+
 TEST(FlowTable, InsertFindEraseUnderCollisions) {
   FlowTable t(1000);
   std::vector<FlowKey> keys;
