@@ -123,7 +123,8 @@ int main(int argc, char** argv) {
   cg->add_option("--redis-password-file", ctl.redis_password_file,
                  "Read the Redis password from this file");
   cg->add_option("--flush-interval-ms", ctl.flush_interval_ms, "Flush accumulators this often")
-      ->default_val(ctl.flush_interval_ms);
+      ->default_val(ctl.flush_interval_ms)
+      ->check(CLI::Range(1u, 3'600'000u));
   cg->add_option("--bucket-s", ctl.bucket_s, "Width of a Redis time bucket")
       ->default_val(ctl.bucket_s)
       ->check(CLI::Range(1u, 3600u));
@@ -131,7 +132,8 @@ int main(int argc, char** argv) {
       ->default_val(ctl.window_s)
       ->check(CLI::Range(1u, 86400u));
   cg->add_option("--min-samples", ctl.min_samples, "Fewer W_c samples in the window: SLOW_START")
-      ->default_val(ctl.min_samples);
+      ->default_val(ctl.min_samples)
+      ->check(CLI::Range(1u, 1'000'000u));
   cg->add_option("--min-clients", ctl.min_clients,
                  "Fewer distinct client addresses behind the W_c samples: SLOW_START")
       ->default_val(ctl.min_clients)
@@ -148,7 +150,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 86400u));
   cg->add_option("--backlog-max", ctl.backlog_max_updates,
                  "Unflushed bucket updates kept while Redis is unreachable")
-      ->default_val(ctl.backlog_max_updates);
+      ->default_val(ctl.backlog_max_updates)
+      ->check(CLI::Range(1u, 100'000'000u));
   cg->add_option("--grpc-listen", ctl.grpc_listen, "Serve spand.v1.Estimates on HOST:PORT");
   cg->add_option("--metrics-listen", ctl.metrics_listen, "Serve Prometheus /metrics on HOST:PORT");
   cg->add_option("--grpc-tls-cert", ctl.grpc_tls_cert,

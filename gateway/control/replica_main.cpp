@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-s", c.bucket_s, "bucket width, seconds (must match the gateways')")
       ->capture_default_str();
   app.add_option("--min-samples", c.min_samples, "W_c samples needed for USE_ESTIMATE")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1'000'000u));
   app.add_option("--prefix-v4", v4_len, "IPv4 prefix length of the store's keys")
       ->capture_default_str()
       ->check(CLI::Range(1, 32));
@@ -61,14 +62,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 128));
   app.add_option("--flush-interval-ms", c.flush_interval_ms,
                  "how often Report samples are written to Redis")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 3'600'000u));
   app.add_option("--clock", clock_mode,
                  "redis: newest capture time stored by the gateways (spand:clock); wall: this "
                  "machine's clock")
       ->capture_default_str()
       ->check(CLI::IsMember({"redis", "wall"}));
   app.add_option("--clock-poll-ms", clock_poll_ms, "how often spand:clock is read")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 60'000u));
   app.add_option("--min-clients", c.min_clients,
                  "distinct client addresses behind the W_c samples needed for USE_ESTIMATE")
       ->capture_default_str()

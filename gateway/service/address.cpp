@@ -10,6 +10,8 @@ namespace {
 constexpr size_t kMaxAddressChars = 64;  // longest IPv6 text with a /128 is 43 characters
 
 bool parse_ip(const std::string& text, IpAddr& out) {
+  // inet_pton reads up to the first NUL: "1.2.3.4\0evil" would pass as 1.2.3.4.
+  if (text.find('\0') != std::string::npos) return false;
   uint8_t buf[16];
   if (inet_pton(AF_INET, text.c_str(), buf) == 1) {
     out = IpAddr::from_v4(buf);

@@ -427,6 +427,19 @@ std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   grpc::EnableDefaultHealthCheckService(false);  // HealthService above instead
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // gRPC takes "host:99999" and serves on the port modulo 65536: refuse it here.
+  {
+    const size_t colon = listen.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : listen.substr(colon + 1);
+    unsigned long value = 0;
+    const bool digits = !port.empty() && port.size() <= 5 &&
+                        port.find_first_not_of("0123456789") == std::string::npos;
+    if (digits) value = std::stoul(port);
+    if (!digits || value > 65535) {
+      error = "gRPC listen address '" + listen + "': the port must be 0-65535";
+      return nullptr;
+    }
+  }
   grpc::ServerBuilder builder;
   bound_port = 0;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();

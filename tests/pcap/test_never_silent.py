@@ -72,3 +72,16 @@ def test_sigterm_during_pcap_finishes_lines_and_prints_the_summary(tmp_path):
         assert 0 < len(lines) < 1842  # the full replay writes 1842
         for line in lines:
             json.loads(line)  # every line whole
+
+
+def test_numeric_options_out_of_range_are_refused():
+    # Each error names the option; nothing is read (exit 2 before the capture is opened).
+    for opt, value in (('--flush-interval-ms', '0'), ('--backlog-max', '0'),
+                       ('--min-samples', '0'), ('--min-clients', '0'), ('--clock-skew-s', '0')):
+        p = run('--pcap', LAB, opt, value)
+        assert p.returncode == 2, (opt, p.stderr)
+        assert opt in p.stderr, (opt, p.stderr)
+    p = run('--pcap', LAB, '--redis', 'redis://127.0.0.1:1', '--grpc-listen', '127.0.0.1:99999')
+    if 'no estimates component' not in p.stderr:
+        assert p.returncode == 2, p.stderr
+        assert 'port must be 0-65535' in p.stderr

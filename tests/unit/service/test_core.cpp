@@ -257,6 +257,20 @@ TEST_F(CoreTest, BatchWithOneBadAddressFailsWhole) {
   EXPECT_EQ(store.reads(), 0u);
 }
 
+// "1.2.3.4\0evil" used to pass as 1.2.3.4 (inet_pton stops at the NUL).
+TEST_F(CoreTest, AddressWithAnEmbeddedNulIsRejected) {
+  EstimatesCore core = make();
+  v1::Estimate out;
+  EXPECT_EQ(core.get(req(std::string("1.2.3.4\0evil", 12)), out).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::ReportSummary summary;
+  v1::ReportSample m;
+  m.set_client_address(std::string("198.51.100.7\0x", 14));
+  m.set_wc_segments(10);
+  EXPECT_FALSE(core.report(m, summary));
+  EXPECT_TRUE(sink.samples.empty());
+}
+
 TEST_F(CoreTest, StoreFailureIsUnavailable) {
   EstimatesCore core = make();
   store.set_fail(true);
