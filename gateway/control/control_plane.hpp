@@ -20,7 +20,8 @@ struct ControlOptions : EstimatesOptions {
   std::string metrics_listen;  // "" = no /metrics; e.g. "0.0.0.0:9108"
   // gRPC transport security (docs/api.md, "Security"): PEM files; "" = not used.
   std::string grpc_tls_cert, grpc_tls_key, grpc_client_ca;
-  std::string report_token_file;  // Report needs "authorization: Bearer <first line>"
+  std::string report_token_file;      // Report needs "authorization: Bearer <first line>"
+  uint32_t report_rate_per_s = 1000;  // Report messages per second per client (0 = no limit)
 };
 
 class ControlPlane {

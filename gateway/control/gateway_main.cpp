@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
                  "Mutual TLS: accept only clients with a certificate signed by this CA (PEM)");
   cg->add_option("--report-token-file", ctl.report_token_file,
                  "Report needs 'authorization: Bearer <first line of this file>'");
+  cg->add_option("--report-rate", ctl.report_rate_per_s,
+                 "Report messages per second per client (certificate or address); 0: no limit")
+      ->default_val(ctl.report_rate_per_s);
   cg->add_flag("--keep-serving", keep_serving,
                "After a --pcap replay, keep serving gRPC and metrics until SIGINT/SIGTERM");
 

@@ -300,13 +300,33 @@ const char* report_reject_name(ReportReject r) {
       return "wc_bound";
     case ReportReject::kRttBound:
       return "rtt_bound";
+    case ReportReject::kRateLimited:
+      return "rate_limited";
     case ReportReject::kCount:
       break;
   }
   return "?";
 }
 
-bool EstimatesCore::report(const v1::ReportSample& msg, v1::ReportSummary& summary) {
+bool EstimatesCore::take_report_token(const std::string& caller) {
+  if (caller.empty() || opts_.report_rate_per_s == 0) return true;
+  const uint64_t now = cache_clock_.now_ns();  // monotonic (a fake one in tests)
+  const double rate = opts_.report_rate_per_s, burst = 2.0 * rate;
+  std::lock_guard lock(rate_mu_);
+  if (rate_.size() >= kMaxReportCallers && !rate_.count(caller)) rate_.clear();
+  auto [it, fresh] = rate_.try_emplace(caller, Bucket{burst, now});
+  Bucket& b = it->second;
+  if (!fresh) {
+    b.tokens = std::min(burst, b.tokens + double(now - b.last_ns) * rate / 1e9);
+    b.last_ns = now;
+  }
+  if (b.tokens < 1) return false;
+  b.tokens -= 1;
+  return true;
+}
+
+bool EstimatesCore::report(const v1::ReportSample& msg, v1::ReportSummary& summary,
+                           const std::string& caller) {
   auto reject = [&](const std::string& why) {
     summary.set_rejected(summary.rejected() + 1);
     if (summary.first_error().empty()) summary.set_first_error(why);
@@ -317,6 +337,11 @@ bool EstimatesCore::report(const v1::ReportSample& msg, v1::ReportSummary& summa
     return reject(why);
   };
   if (!sink_) return reject("this server does not accept reports");
+  if (!take_report_token(caller)) {
+    return reject_as(ReportReject::kRateLimited,
+                     "more than " + std::to_string(opts_.report_rate_per_s) +
+                         " Report messages per second from this client");
+  }
   IpAddr client;
   std::string error;
   if (!parse_client_address(msg.client_address(), opts_.prefix, client, error)) {

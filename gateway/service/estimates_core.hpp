@@ -15,7 +15,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "dataplane/prefix.hpp"
@@ -44,6 +46,9 @@ struct CoreOptions {
   uint32_t clock_skew_s = kDefaultClockSkewS;
   uint32_t max_wc_segments = kMaxWcSegments;
   uint32_t max_rtt_us = kMaxRttUs;
+  // Per-client limit on Report messages (token bucket keyed by the caller: its address, or its
+  // certificate's identity with mutual TLS): this many per second, bursts of twice that. 0 = off.
+  uint32_t report_rate_per_s = 1000;
 };
 
 // Why a Report message was rejected (spand_report_rejected_total{reason}).
@@ -55,6 +60,7 @@ enum class ReportReject : uint8_t {
   kTooOld,
   kWcBound,
   kRttBound,
+  kRateLimited,
   kCount
 };
 const char* report_reject_name(ReportReject r);
@@ -162,7 +168,9 @@ class EstimatesCore {
   grpc::Status top(const v1::TopRequest& req, v1::TopResponse& out);
   // One streamed Report message: true if accepted (samples handed to the sink), else false
   // with `error` set. Counts in `summary`.
-  bool report(const v1::ReportSample& msg, v1::ReportSummary& summary);
+  // `caller` keys the per-client rate limit ("" = no limit: in-process callers and tests).
+  bool report(const v1::ReportSample& msg, v1::ReportSummary& summary,
+              const std::string& caller = "");
   bool can_report() const { return sink_ != nullptr; }
 
   // The estimate of an already-parsed prefix; `use_cache` false for Watch, which must see the
@@ -203,6 +211,16 @@ class EstimatesCore {
   std::atomic<uint64_t> slow_start_{0};
   std::atomic<uint64_t> cache_hits_{0};
   std::array<std::atomic<uint64_t>, size_t(ReportReject::kCount)> report_rejected_{};
+  // Report rate limit: tokens per caller (bounded: beyond kMaxReportCallers the table is
+  // emptied, which can only be generous, never lock anyone out).
+  static constexpr size_t kMaxReportCallers = 10'000;
+  struct Bucket {
+    double tokens = 0;
+    uint64_t last_ns = 0;
+  };
+  std::mutex rate_mu_;
+  std::unordered_map<std::string, Bucket> rate_;
+  bool take_report_token(const std::string& caller);
 };
 
 }  // namespace spand

@@ -48,7 +48,7 @@ struct WriterTotals {
   uint64_t clock_clamped = 0;   // store clock writes cut to Redis TIME + skew
   uint64_t clock_repaired = 0;  // poisoned store clocks replaced
   // Report messages rejected, by ReportReject (estimates_core.hpp) order.
-  std::array<uint64_t, 7> report_rejected{};
+  std::array<uint64_t, 8> report_rejected{};
 };
 
 // spand_grpc_request_duration_seconds{method}, observed without a lock: prometheus-cpp 1.0's
@@ -120,7 +120,7 @@ class Metrics {
   prometheus::Counter* rejected_rtt_;
   prometheus::Counter* clock_clamped_;
   prometheus::Counter* clock_repaired_;
-  std::array<prometheus::Counter*, 7> report_rejected_{};
+  std::array<prometheus::Counter*, 8> report_rejected_{};
   prometheus::Family<prometheus::Counter>* rpc_family_;
   std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>,
              static_cast<size_t>(RpcMethod::kCount)>

@@ -307,8 +307,18 @@ grpc::Status EstimatesService::Report(grpc::ServerContext* ctx,
   if (!core_.can_report()) {
     return t.done({grpc::StatusCode::UNIMPLEMENTED, "this server has no sample writer"});
   }
+  // The rate limit's key: the certificate's identity under mutual TLS, else the peer address
+  // without its port ("ipv4:10.0.0.5:41234" -> "ipv4:10.0.0.5").
+  std::string caller;
+  if (const auto auth = ctx->auth_context(); auth && auth->IsPeerAuthenticated()) {
+    for (const auto& id : auth->GetPeerIdentity()) caller.append(id.data(), id.size());
+    caller = "cert:" + caller;
+  } else {
+    caller = ctx->peer();
+    if (const size_t colon = caller.rfind(':'); colon != std::string::npos) caller.resize(colon);
+  }
   v1::ReportSample msg;
-  while (reader->Read(&msg)) core_.report(msg, *reply);
+  while (reader->Read(&msg)) core_.report(msg, *reply, caller);
   return t.done(grpc::Status::OK);
 }
 

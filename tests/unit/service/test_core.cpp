@@ -271,6 +271,28 @@ TEST_F(CoreTest, AddressWithAnEmbeddedNulIsRejected) {
   EXPECT_TRUE(sink.samples.empty());
 }
 
+// Per-client Report limit (issue 12: 100,000 /24s through Report in 9 s): a caller gets bursts
+// of twice its rate, then its rate; another caller is not affected; in-process calls (no caller)
+// are not limited.
+TEST_F(CoreTest, ReportIsRateLimitedPerCaller) {
+  opts.report_rate_per_s = 10;
+  EstimatesCore core = make();
+  v1::ReportSummary summary;
+  v1::ReportSample m;
+  m.set_client_address("198.51.100.7");
+  m.set_wc_segments(10);
+  int ok = 0;
+  for (int i = 0; i < 50; ++i) ok += core.report(m, summary, "ipv4:10.0.0.5");
+  EXPECT_EQ(ok, 20);  // the burst
+  EXPECT_EQ(core.report_rejected(ReportReject::kRateLimited), 30u);
+  EXPECT_TRUE(core.report(m, summary, "ipv4:10.0.0.6"));
+  cache_clock.advance_ms(500);  // 5 tokens
+  ok = 0;
+  for (int i = 0; i < 10; ++i) ok += core.report(m, summary, "ipv4:10.0.0.5");
+  EXPECT_EQ(ok, 5);
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(core.report(m, summary));
+}
+
 TEST_F(CoreTest, StoreFailureIsUnavailable) {
   EstimatesCore core = make();
   store.set_fail(true);
