@@ -3,6 +3,9 @@
 #include <absl/synchronization/mutex.h>
 #include <grpcpp/alarm.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/security/tls_certificate_provider.h>
+#include <grpcpp/security/tls_credentials_options.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -418,6 +421,9 @@ bool read_grpc_security(const std::string& cert_file, const std::string& key_fil
       !read_file(client_ca_file, "--grpc-client-ca", out.client_ca_pem, error) ||
       !read_file(token_file, "--report-token-file", out.report_token, error))
     return false;
+  out.cert_file = cert_file;
+  out.key_file = key_file;
+  out.client_ca_file = client_ca_file;
   // The token is the file's first line.
   if (const size_t nl = out.report_token.find_first_of("\r\n"); nl != std::string::npos)
     out.report_token.resize(nl);
@@ -453,7 +459,21 @@ std::unique_ptr<grpc::Server> start_grpc_server(const std::string& listen,
   grpc::ServerBuilder builder;
   bound_port = 0;
   std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
-  if (!security.cert_pem.empty()) {
+  if (!security.cert_file.empty() && !security.key_file.empty()) {
+    // From files: watched, so a renewed certificate or CA needs no restart.
+    auto provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        security.key_file, security.cert_file, security.client_ca_file,
+        std::max(1u, security.reload_s));
+    grpc::experimental::TlsServerCredentialsOptions tls(provider);
+    tls.watch_identity_key_cert_pairs();
+    if (!security.client_ca_file.empty()) {
+      tls.watch_root_certs();
+      tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    } else {
+      tls.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    }
+    creds = grpc::experimental::TlsServerCredentials(tls);
+  } else if (!security.cert_pem.empty()) {
     grpc::SslServerCredentialsOptions ssl(
         security.client_ca_pem.empty()
             ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE

@@ -30,6 +30,11 @@ struct GrpcSecurity {
   std::string key_pem;        // its private key
   std::string client_ca_pem;  // non-empty: require and verify client certificates
   std::string report_token;   // non-empty: Report needs "authorization: Bearer <token>"
+  // The files the PEM came from (read_grpc_security): when set, the server watches them and
+  // takes a new certificate, key or client CA within reload_s seconds of a change (gRPC's
+  // FileWatcherCertificateProvider; replace the files atomically, e.g. rename into place).
+  std::string cert_file, key_file, client_ca_file;
+  unsigned reload_s = 60;
 };
 
 using EstimatesServiceBase = v1::Estimates::WithAsyncMethod_Get<

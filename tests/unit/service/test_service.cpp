@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -455,6 +456,71 @@ TEST(GrpcSecurityOptions, FilesAndPairsAreChecked) {
   EXPECT_NE(error.find("--grpc-tls-cert"), std::string::npos);
   EXPECT_FALSE(read_grpc_security("", "", "", "/nonexistent.token", sec, error));
   EXPECT_NE(error.find("--report-token-file"), std::string::npos);
+}
+
+// From files, the server watches them: a client CA replaced on disk applies without a restart
+// (here by a CA that did not sign the client's certificate: the client is refused afterwards).
+TEST(TlsReload, ClientCaReplacedOnDiskTakesEffect) {
+  char dir_tmpl[] = "/tmp/spand-tls-XXXXXX";
+  ASSERT_NE(mkdtemp(dir_tmpl), nullptr);
+  const std::string dir = dir_tmpl;
+  auto write = [&](const std::string& name, const char* text) {
+    const std::string tmp = dir + "/" + name + ".new";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text, f);
+    std::fclose(f);
+    ASSERT_EQ(std::rename(tmp.c_str(), (dir + "/" + name).c_str()), 0);  // atomic
+  };
+  write("cert.pem", test::kTestServerCertPem);
+  write("key.pem", test::kTestServerKeyPem);
+  write("ca.pem", test::kTestCaPem);
+  FakeStore store;
+  FakeClock clock{1'000'000'000};
+  CoreOptions opts;
+  opts.cache_ttl_ms = 0;
+  EstimatesCore core(store, clock, opts);
+  WatchHub hub(core, 50);
+  auto service = std::make_unique<EstimatesService>(core, hub, nullptr);
+  GrpcSecurity sec;
+  std::string error;
+  ASSERT_TRUE(
+      read_grpc_security(dir + "/cert.pem", dir + "/key.pem", dir + "/ca.pem", "", sec, error))
+      << error;
+  sec.reload_s = 1;
+  int port = 0;
+  auto server = start_grpc_server("127.0.0.1:0", *service, port, error, sec);
+  ASSERT_TRUE(server) << error;
+  auto call = [&] {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = test::kTestCaPem;
+    o.pem_cert_chain = test::kTestClientCertPem;
+    o.pem_private_key = test::kTestClientKeyPem;
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    auto stub = v1::Estimates::NewStub(grpc::CreateCustomChannel(
+        "127.0.0.1:" + std::to_string(port), grpc::SslCredentials(o), args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    v1::GetRequest req;
+    req.set_address("198.51.100.7");
+    v1::Estimate out;
+    return stub->Get(&ctx, req, &out);
+  };
+  EXPECT_TRUE(call().ok());
+  write("ca.pem", test::kTestServerCertPem);  // a "CA" that signed nothing the client has
+  bool refused = false;
+  for (int i = 0; i < 40 && !refused; ++i) {  // the watcher looks every second
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    refused = !call().ok();
+  }
+  EXPECT_TRUE(refused);
+  hub.stop();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  service.reset();
+  server.reset();
+  for (const char* f : {"cert.pem", "key.pem", "ca.pem"}) std::remove((dir + "/" + f).c_str());
+  rmdir(dir.c_str());
 }
 
 }  // namespace
