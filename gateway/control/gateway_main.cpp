@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
                  "Mutual TLS: accept only clients with a certificate signed by this CA (PEM)");
   cg->add_option("--report-token-file", ctl.report_token_file,
                  "Report needs 'authorization: Bearer <first line of this file>'");
+  cg->add_option("--max-cwnd-opt", ctl.max_cwnd_opt,
+                 "Cap on the cwnd_opt the service answers, segments (0: none)")
+      ->default_val(ctl.max_cwnd_opt);
   cg->add_option("--report-rate", ctl.report_rate_per_s,
                  "Report messages per second per client (certificate or address); 0: no limit")
       ->default_val(ctl.report_rate_per_s);

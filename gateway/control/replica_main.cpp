@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
                  "mutual TLS: accept only clients with a certificate signed by this CA (PEM)");
   app.add_option("--report-token-file", c.report_token_file,
                  "Report needs 'authorization: Bearer <first line of this file>'");
+  app.add_option("--max-cwnd-opt", c.max_cwnd_opt,
+                 "cap on the cwnd_opt answered, segments (0: none)")
+      ->capture_default_str();
   app.add_option("--report-rate", c.report_rate_per_s,
                  "Report messages per second per client (certificate or address); 0: no limit")
       ->capture_default_str();

@@ -187,6 +187,7 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   core_opts.min_clients = c.min_clients;
   core_opts.max_wc_cv = c.max_wc_cv;
   core_opts.report_rate_per_s = c.report_rate_per_s;
+  core_opts.max_cwnd_opt = c.max_cwnd_opt;
   core_opts.window_s = c.window_s;
   core_opts.clock_skew_s = c.clock_skew_s;
   s->read_pool_ = std::make_unique<StorePool>(store_opts, opts.read_connections);

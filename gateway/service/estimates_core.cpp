@@ -81,6 +81,7 @@ grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::strin
     const int rc = spand_cwnd_opt(wc, segments, b, SPAND_LOSS_FREE, 1, &r);
     if (rc == SPAND_OK) {
       cwnd = r.cwnd_opt;
+      if (opts_.max_cwnd_opt && cwnd > opts_.max_cwnd_opt) cwnd = opts_.max_cwnd_opt;
     } else if (rc != SPAND_EINVAL || wc != 0) {
       return {grpc::StatusCode::INVALID_ARGUMENT, where + "cwnd_opt: " + spand_strerror(rc)};
     }

@@ -30,12 +30,17 @@
 
 namespace spand {
 
+inline constexpr uint32_t kDefaultMaxCwndOpt = 512;
+
 struct CoreOptions {
   PrefixConfig prefix;
   uint32_t min_samples = kDefaultMinSamples;  // fewer W_c samples in the window: SLOW_START
   uint32_t min_clients = kDefaultMinClients;  // fewer distinct W_c clients: SLOW_START
   double max_wc_cv = kDefaultMaxWcCv;         // outlier rule (estimate.hpp); 0 = off
-  DecayOptions decay;                         // off by default (estimates/estimate.hpp)
+  // cwnd_opt never above this many segments, whatever the window says (issue 12: a forged
+  // window gave 685); 0 = no cap.
+  uint32_t max_cwnd_opt = kDefaultMaxCwndOpt;
+  DecayOptions decay;  // off by default (estimates/estimate.hpp)
   uint32_t default_mss_bytes = 1460;
   uint32_t default_acked_per_ack = 1;  // b; 2 for receivers with delayed ACKs
   uint64_t cache_ttl_ms = 1000;        // 0 disables the cache

@@ -199,6 +199,23 @@ TEST_F(CoreTest, CwndOptOnlyWithTransferBytes) {
   EXPECT_EQ(out.pacing_rate_bps(), 6u * 1000 * 8 * 50);
 }
 
+// The service caps cwnd_opt (issue 12: a forged W_c of 5255 gave cwnd_opt 685).
+TEST_F(CoreTest, CwndOptIsCapped) {
+  opts.max_cwnd_opt = 64;
+  EstimatesCore core = make();
+  store.set(prefix_of(v4("198.51.100.1"), opts.prefix),
+            window_of({5255, 5255, 5255, 5255, 5255}, {20'000}, 100 * kSecondNs));
+  v1::GetRequest r = req("198.51.100.1");
+  r.set_transfer_bytes(1'000'000);
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(r, out).ok());
+  EXPECT_EQ(out.cwnd_opt(), 64u);
+  opts.max_cwnd_opt = 0;  // no cap: the window's answer
+  EstimatesCore uncapped = make();
+  ASSERT_TRUE(uncapped.get(r, out).ok());
+  EXPECT_GT(out.cwnd_opt(), 64u);
+}
+
 TEST_F(CoreTest, CwndOptIsZeroForSlowStart) {
   EstimatesCore core = make();
   store.set(prefix_of(v4("198.51.100.1"), opts.prefix), window_of({10}, {20'000}, 1));
