@@ -454,7 +454,7 @@ def test_real_service_and_redis_end_to_end():
         redis.wait_line(r"Ready to accept connections")
         svc = lab.start(lab.in_srv([ESTIMATES, "--redis", "redis://127.0.0.1:16379",
                                     "--grpc-listen", "127.0.0.1:15051", "--clock", "wall",
-                                    "--min-samples", "3", "--flush-interval-ms", "100",
+                                    "--min-samples", "3", "--min-clients", "1", "--flush-interval-ms", "100",
                                     "--metrics-listen", ""]))
         svc.wait_line(r"serving spand.v1")
         sock = os.path.join(tmp, "agent.sock")
