@@ -49,6 +49,19 @@ struct spand_prefix_key {
 #define SPAND_POLICY_SHARE 0x8u
 #define SPAND_STATE_PACED 0x100u
 #define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
+#define SPAND_STATE_TRAIN 0x400u   /* timing the ACKs of the socket's first flight */
+
+/* prefix_rate's value: the bottleneck rate read from the dispersion of first-flight ACK trains
+ * toward a client network (keyed like prefix_active), the largest since the agent last took
+ * the entry. A flight sent back to back reaches the client at the bottleneck's rate, and its
+ * ACKs come back spaced so: bytes acked over the time between the first and the last ACK of
+ * the flight (4 segments at least; an ACK that came much later than the train's pace, a
+ * delayed ACK or one after a loss, ends the train) is that rate. */
+struct spand_rate_reading {
+  spand_u64 rate_bytes_per_s;
+  spand_u32 trains;
+  spand_u32 reserved;
+};
 
 #define SPAND_CC_NAME_LEN 16
 
@@ -80,7 +93,12 @@ struct spand_sock_state {
   spand_u32 flags;              /* copied from the policy */
   spand_u64 first_window_bytes; /* bytes_acked that ends the first window */
   spand_u32 raise_mark_snd_nxt; /* next clamp raise once snd_una passes this */
-  spand_u32 reserved;
+  spand_u32 train_end;          /* snd_nxt at the first ACK: the first flight ends there */
+  spand_u64 train_t0_ns;        /* the first ACK of data */
+  spand_u64 train_b0;           /* bytes_acked at it */
+  spand_u64 train_last;         /* bytes_acked at the previous ACK */
+  spand_u64 train_last_ns;      /* and its time */
+  spand_u64 train_rate;         /* bytes per second over the longest span of whole ACK pairs */
 };
 
 /* stats array indices (per-CPU counters read by the agent and the tests) */
@@ -99,6 +117,9 @@ enum spand_stat {
   SPAND_STAT_PACE_CLASSED,   /* first window put in a pacing class (SO_PRIORITY) */
   SPAND_STAT_PACE_UNCLASSED, /* priority back to 0 once the first window is acked */
   SPAND_STAT_PACE_SKIPPED,   /* socket had its own priority: left alone */
+  SPAND_STAT_TRAIN_TIMED,    /* first flights whose ACK train is being timed */
+  SPAND_STAT_TRAIN_RATED,    /* ... that gave a rate reading (prefix_rate) */
+  SPAND_STAT_SHARED,         /* first windows shared with others in flight (prefix_active) */
   SPAND_STAT_COUNT
 };
 

@@ -43,6 +43,8 @@ const volatile __u32 spand_pace_htb = 0;
 /* The agent's prefix lengths: prefix_active counts first windows per client network. */
 const volatile __u32 spand_v4_prefix_len = 24;
 const volatile __u32 spand_v6_prefix_len = 48;
+/* Time the first flight's ACK train of every connection (prefix_rate). */
+const volatile __u32 spand_measure_trains = 0;
 
 struct {
   __uint(type, BPF_MAP_TYPE_LPM_TRIE);
@@ -86,6 +88,13 @@ struct {
   __type(key, struct spand_active_key);
   __type(value, __u32);
 } prefix_active SEC(".maps");
+
+struct {
+  __uint(type, BPF_MAP_TYPE_HASH);
+  __uint(max_entries, SPAND_MAX_PREFIXES);
+  __type(key, struct spand_active_key);
+  __type(value, struct spand_rate_reading);
+} prefix_rate SEC(".maps");
 
 struct {
   __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -170,6 +179,63 @@ static __always_inline void count_out(struct bpf_sock_ops* skops, struct spand_s
   if (n && *n > 0) __sync_fetch_and_add(n, -1);
 }
 
+static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) {
+  struct spand_active_key k = {};
+  struct spand_rate_reading fresh = {.rate_bytes_per_s = rate, .trains = 1};
+  struct spand_rate_reading* r;
+
+  active_key(skops, &k);
+  r = bpf_map_lookup_elem(&prefix_rate, &k);
+  if (!r) {
+    bpf_map_update_elem(&prefix_rate, &k, &fresh, BPF_NOEXIST);
+    return;
+  }
+  if (rate > r->rate_bytes_per_s) r->rate_bytes_per_s = rate;
+  __sync_fetch_and_add(&r->trains, 1);
+}
+
+/* One ACK of the first flight (RTT callback). The train's rate is bytes acked since the first
+ * ACK over the time since it, read at each ACK while the ACKs keep the train's pace (an ACK more
+ * than twice as late as the pace so far, a delayed ACK or one after a loss, ends the reading)
+ * and the span holds 4 segments or more; recorded when the flight is acked. */
+static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_sock_state* st) {
+  __u64 now = bpf_ktime_get_ns();
+  __u64 acked = skops->bytes_acked;
+  __u32 mss = skops->mss_cache ? skops->mss_cache : 1448;
+
+  if (st->train_t0_ns == 0) {
+    if (acked == 0) return;
+    st->train_t0_ns = now;
+    st->train_b0 = acked;
+    st->train_last = acked;
+    st->train_last_ns = now;
+    st->train_end = skops->snd_nxt;
+    return;
+  }
+  if (st->train_last_ns && acked > st->train_last && now > st->train_t0_ns) {
+    __u64 done = st->train_last - st->train_b0;
+    __u64 gap = now - st->train_last_ns;
+    /* gap / (acked - last) <= 2 x (last_ns - t0) / done, without division */
+    int in_pace = done == 0 ||
+                  gap * done <= 2 * (st->train_last_ns - st->train_t0_ns) * (acked - st->train_last);
+    if (!in_pace) {
+      st->train_last_ns = 0; /* the train ended at the previous ACK */
+    } else if (acked - st->train_b0 >= 4 * (__u64)mss) {
+      st->train_rate = (acked - st->train_b0) * 1000000000ull / (now - st->train_t0_ns);
+    }
+  }
+  if (st->train_last_ns) {
+    st->train_last = acked;
+    st->train_last_ns = now;
+  }
+  if ((__s32)(skops->snd_una - st->train_end) < 0) return;
+  if (st->train_rate) {
+    record_rate(skops, st->train_rate);
+    count(SPAND_STAT_TRAIN_RATED);
+  }
+  st->flags &= ~SPAND_STATE_TRAIN;
+}
+
 /* Puts a socket whose first window is paced at `rate` into the HTB class of that rate
  * (spand_maps.h). A socket that already has a priority of its own keeps it (and stays with the
  * kernel's pacing only). The copy within the bin comes from the remote port, so concurrent
@@ -246,6 +312,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * at 1.09 of default. The socket stays counted until its first window is acked. */
     share = count_in(skops);
     if (share > 1) {
+      count(SPAND_STAT_SHARED);
       iw /= share;
       rate /= share;
       if (iw <= p->min_cwnd_segments) {
@@ -292,7 +359,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     }
     goto out;
   }
-  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share) {
+  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share && !spand_measure_trains) {
     /* The default policy (clamp, pacing, congestion avoidance emulated) needs no socket state
      * during the first window: on_ack reads the window back from the clamp. State is created
      * once the first window is acked, so a connection that ends within it allocates none.
@@ -366,6 +433,15 @@ static __always_inline void on_ack(struct bpf_sock_ops* skops) {
   if (!st) {
     first_window_stateless(skops, sk);
     return;
+  }
+  if (st->flags & SPAND_STATE_TRAIN) {
+    train_step(skops, st);
+    if (!(st->flags & SPAND_STATE_TRAIN) && st->phase == 0) {
+      /* Only measuring: no more callbacks for this socket. */
+      bpf_sock_ops_cb_flags_set(skops,
+                                skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_RTT_CB_FLAG);
+      return;
+    }
   }
   if (st->phase == SPAND_PHASE_FIRST_WINDOW) {
     if (skops->bytes_acked < st->first_window_bytes) return;
@@ -452,6 +528,16 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       __u16 lport = (__u16)skops->local_port;
       pol = lookup_policy(skops);
       if (pol) apply_policy(skops, pol);
+      if (spand_measure_trains && skops->sk) {
+        struct spand_sock_state* st =
+            bpf_sk_storage_get(&sock_state, skops->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+        if (st) {
+          st->flags |= SPAND_STATE_TRAIN;
+          count(SPAND_STAT_TRAIN_TIMED);
+          bpf_sock_ops_cb_flags_set(skops,
+                                    skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG);
+        }
+      }
       if (spand_have_tune_ports && bpf_map_lookup_elem(&tune_ports, &lport))
         bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
                                              BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG |

@@ -84,6 +84,7 @@ bool BpfApplier::start(std::string& error) {
   skel_->rodata->spand_pace_htb = pace_htb_ ? 1 : 0;
   skel_->rodata->spand_v4_prefix_len = v4_prefix_len_;
   skel_->rodata->spand_v6_prefix_len = v6_prefix_len_;
+  skel_->rodata->spand_measure_trains = measure_trains_ ? 1 : 0;
   if (int err = spand_sockops_bpf__load(skel_); err) {
     error = std::string("cannot load the sock_ops program: ") + std::strerror(-err);
     spand_sockops_bpf__destroy(skel_);
@@ -189,6 +190,34 @@ void BpfApplier::stop() {
     skel_ = nullptr;
   }
   rmdir(SPAND_PIN_DIR);
+}
+
+std::vector<std::pair<Prefix, uint64_t>> BpfApplier::take_train_rates() {
+  std::vector<std::pair<Prefix, uint64_t>> out;
+  if (!skel_) return out;
+  const int fd = bpf_map__fd(skel_->maps.prefix_rate);
+  spand_active_key key{};
+  spand_active_key next{};
+  std::vector<spand_active_key> keys;
+  const void* prev = nullptr;
+  while (keys.size() < SPAND_MAX_PREFIXES && bpf_map_get_next_key(fd, prev, &next) == 0) {
+    keys.push_back(next);
+    key = next;
+    prev = &key;
+  }
+  for (const spand_active_key& k : keys) {
+    spand_rate_reading r{};
+    if (bpf_map_lookup_and_delete_elem(fd, &k, &r) != 0 &&
+        (bpf_map_lookup_elem(fd, &k, &r) != 0 || bpf_map_delete_elem(fd, &k) != 0))
+      continue;
+    Prefix p;
+    std::memcpy(p.addr.data(), k.data, 16);
+    static constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    p.v4 = std::memcmp(k.data, kV4Mapped, sizeof(kV4Mapped)) == 0;
+    p.len_bits = static_cast<uint8_t>(p.v4 ? v4_prefix_len_ : v6_prefix_len_);
+    out.emplace_back(p, r.rate_bytes_per_s);
+  }
+  return out;
 }
 
 std::vector<uint64_t> BpfApplier::program_stats() const {

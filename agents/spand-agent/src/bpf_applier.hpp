@@ -33,6 +33,11 @@ class BpfApplier : public KernelApplier {
     v4_prefix_len_ = v4;
     v6_prefix_len_ = v6;
   }
+  // Time first-flight ACK trains of every connection (before start()).
+  void set_measure_trains(bool on) { measure_trains_ = on; }
+  // Takes the program's ACK-train rate readings (prefix_rate): each client network with the
+  // largest rate since the last call, in bytes per second.
+  std::vector<std::pair<Prefix, uint64_t>> take_train_rates();
   // Per-CPU counters of the program summed (SPAND_STAT_*), for logs and metrics.
   std::vector<uint64_t> program_stats() const;
 
@@ -42,6 +47,7 @@ class BpfApplier : public KernelApplier {
   std::vector<uint16_t> tune_ports_;
   bool tune_outgoing_;
   bool pace_htb_;  // pacing classes installed (PacingQdiscs): the program selects them
+  bool measure_trains_ = false;
   uint32_t v4_prefix_len_ = 24;
   uint32_t v6_prefix_len_ = 48;
   std::set<PolicyKey> any_port_keys_;  // port-0 policies in the map (the program's fallback)

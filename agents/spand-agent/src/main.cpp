@@ -532,6 +532,7 @@ int run(int argc, char** argv) {
       auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports,
                                             cfg.tune_outgoing, pacing != nullptr);
       b->set_prefix_lens(cfg.prefix_len_v4, cfg.prefix_len_v6);
+      b->set_measure_trains(cfg.policy.path_rate && cfg.policy.window_rule == WindowRule::kRounds);
       if (b->start(err)) {
         bpf_applier = b.get();
         kernel = std::move(b);
@@ -647,6 +648,13 @@ int run(int argc, char** argv) {
           if (!dump.listening_ports.count(s.local_port)) continue;  // connections we accepted
           paths.observe(core.key_prefix(s.remote), s.delivery_rate_bytes_per_s, s.min_rtt_us, now);
         }
+      }
+      // The bottleneck rate from first-flight ACK trains (the delivery rate above reads the
+      // bottleneck only once a flight reaches the BDP, which short transfers never do).
+      if (bpf_applier) {
+        const double now = clock.now_s();
+        for (const auto& [prefix, rate] : bpf_applier->take_train_rates())
+          paths.observe(prefix, rate, 0, now);
       }
     }
     if (cfg.sample_tcp_info && clock.now_s() >= next_sample_s) {

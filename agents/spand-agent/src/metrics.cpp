@@ -78,7 +78,7 @@ struct AgentMetrics::Impl {
     for (const char* ev :
          {"lookup", "applied", "iw_failed", "clamp_failed", "pacing_failed", "cc_failed",
           "pacing_lifted", "clamp_raised", "tune_applied", "state_full", "rto_seeded",
-          "pace_classed", "pace_unclassed", "pace_skipped"})
+          "pace_classed", "pace_unclassed", "pace_skipped", "train_timed", "train_rated", "shared"})
       program.push_back(&prog_family.Add({{"event", ev}}));
     last_program.assign(program.size(), 0);
     sampled = &prometheus::BuildCounter()

@@ -460,9 +460,14 @@ def prime_rounds(cfg, rng):
 
 
 def warmup_rounds(cfg, rng, n):
+    # Both the default arm and the spand arm: before the agent applies anything the spand arm is
+    # default TCP too, and its connections are the ones the agent's program sees (its cgroup),
+    # so they give the agent its own path readings (ACK trains, delivery rate).
     sizes = cfg['traffic']['sizes']
+    arms = ['default', 'spand'] if 'spand' in cfg['traffic']['arms'] else ['default']
     return [{'round': -1, 'phase': 'warmup', 'idle_s': round(rng.uniform(0.1, 0.3), 3),
-             'slots': [slot(cfg, rng, 'default', rng.choice(sizes), rng.choice(CLIENTS), 0)]}
+             'slots': [slot(cfg, rng, rng.choice(arms), rng.choice(sizes), rng.choice(CLIENTS),
+                            0)]}
             for _ in range(n)]
 
 
