@@ -33,6 +33,9 @@ enum {
 
 /* Largest W_c accepted, so that m = W_c + 1 (Eq. 2's upper end) still fits in 32 bits. */
 #define SPAND_WC_MAX_SEGMENTS 0xFFFFFFFEu
+/* spand.v1 Watch: the most prefixes one WatchRequest may name (the service refuses more; the
+ * agent watches at most this many). */
+#define SPAND_MAX_WATCH_PREFIXES 1000u
 
 /* Bits in spand_cwnd_result.flags: how the answer was reached, for logs and tests. */
 enum {

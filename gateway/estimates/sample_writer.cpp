@@ -1,5 +1,7 @@
 #include "estimates/sample_writer.hpp"
 
+#include "estimates/redis_schema.hpp"
+
 namespace spand {
 
 uint64_t system_wall_now_ns() {
@@ -77,8 +79,7 @@ bool SampleWriter::add(const Sample& s) {
       rejected_rtt_.fetch_add(1, std::memory_order_relaxed);
       return false;
   }
-  uint64_t sec = s.ts_ns / 1'000'000'000ULL;
-  Key k{prefix_of(s.client, opts_.prefix), sec - sec % opts_.bucket_s, s.origin};
+  Key k{prefix_of(s.client, opts_.prefix), bucket_start_of(s.ts_ns, opts_.bucket_s), s.origin};
   pending_[k].add(s);
   samples_added_.fetch_add(1, std::memory_order_relaxed);
   return true;

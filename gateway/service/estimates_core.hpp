@@ -26,6 +26,7 @@
 #include "estimates/estimates_options.hpp"
 #include "estimates/store.hpp"
 #include "service/estimate_cache.hpp"
+#include "spand.h"
 #include "spand/v1/estimates.pb.h"
 
 namespace spand {
@@ -72,7 +73,7 @@ const char* report_reject_name(ReportReject r);
 
 // Limits, part of the API contract (proto comments, README, "Estimate service (`spand.v1`)").
 inline constexpr size_t kMaxBatch = 1000;
-inline constexpr size_t kMaxWatchPrefixes = 1000;
+inline constexpr size_t kMaxWatchPrefixes = SPAND_MAX_WATCH_PREFIXES;
 inline constexpr uint32_t kMaxTop = 1000;
 inline constexpr uint32_t kDefaultTop = 10;
 

@@ -5,13 +5,14 @@
 #include <algorithm>
 #include <chrono>
 
+#include "spand.h"
 #include "spand/v1/estimates.grpc.pb.h"
 
 namespace spand::agent {
 
 namespace {
 
-constexpr size_t kMaxWatchPrefixes = 1000;  // the service's limit per WatchRequest
+constexpr size_t kMaxWatchPrefixes = SPAND_MAX_WATCH_PREFIXES;  // the service's limit
 
 std::optional<Estimate> from_proto(const spand::v1::Estimate& e) {
   auto p = Prefix::parse(e.prefix());
