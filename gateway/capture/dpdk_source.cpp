@@ -34,6 +34,7 @@
 
 #include "capture/collector.hpp"
 #include "capture/source.hpp"
+#include "capture/stop_signals.hpp"
 
 namespace spand {
 namespace {
@@ -56,11 +57,6 @@ constexpr uint32_t kBurstClockResolutionUs = 1000;
 // Symmetric Toeplitz key (Woo and Park): 0x6d5a repeated makes hash(a->b) == hash(b->a).
 constexpr uint8_t kSymmetricKeyPattern[2] = {0x6d, 0x5a};
 constexpr uint8_t kDefaultRssKeyBytes = 40;
-
-volatile std::sig_atomic_t g_stop_signal = 0;
-extern "C" void on_stop_signal(int sig) {
-  g_stop_signal = sig;
-}
 
 // A --vdev argument from the EAL command line: net_pcap vdevs tell us the file behind a port.
 struct VdevSpec {
@@ -573,14 +569,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
                  worker_lcores - 1);
   }
 
-  struct sigaction sa {};
-  struct sigaction old_int {};
-  struct sigaction old_term {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  g_stop_signal = 0;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  StopSignals stop_signals;
 
   uint64_t progress_packets = 0;
   uint64_t progress_tsc = rte_rdtsc();
@@ -597,7 +586,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     const uint64_t faults0 = thread_page_faults();
     start_queues(c);
     uint64_t passes = 0;
-    while (g_stop_signal == 0 && !c.input_exhausted()) {
+    while (!stop_signals.requested() && !c.input_exhausted()) {
       poll_once(c);
       if (++passes % 64 == 0 || rings_need_drain(*c.worker)) {
         out.drain(*c.worker);
@@ -617,7 +606,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       rte_eal_remote_launch(worker_lcore_main, ctxs[next++].get(), lcore);
     }
     for (;;) {
-      if (g_stop_signal != 0) stop.store(true, std::memory_order_relaxed);
+      if (stop_signals.requested()) stop.store(true, std::memory_order_relaxed);
       const bool all_done = std::all_of(ctxs.begin(), ctxs.end(), [](const auto& c) {
         return c->done.load(std::memory_order_acquire);
       });
@@ -632,8 +621,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
     }
     rte_eal_mp_wait_lcore();
   }
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  stop_signals.restore();
 
   std::vector<const Worker*> workers;
   uint64_t rx_packets = 0;

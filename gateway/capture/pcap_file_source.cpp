@@ -9,6 +9,7 @@
 
 #include "capture/collector.hpp"
 #include "capture/source.hpp"
+#include "capture/stop_signals.hpp"
 
 namespace spand {
 
@@ -16,15 +17,19 @@ namespace {
 
 constexpr uint32_t kDrainEvery = 256;  // packets between drains; far below the ring capacity
 
-// SIGINT/SIGTERM during a replay: stop reading, close every open connection (end_of_capture),
-// write the records, print the summary. Records are written whole on this thread, so a signal
-// never cuts a line.
-volatile sig_atomic_t g_file_stop = 0;
-void on_file_stop(int) {
-  g_file_stop = 1;
-}
-
 }  // namespace
+
+bool set_pcap_filter(pcap_t* pc, const std::string& filter, std::string& error) {
+  if (filter.empty()) return true;
+  bpf_program prog;
+  if (pcap_compile(pc, &prog, filter.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0 ||
+      pcap_setfilter(pc, &prog) != 0) {
+    error = "bad --filter '" + filter + "': " + pcap_geterr(pc);
+    return false;
+  }
+  pcap_freecode(&prog);
+  return true;
+}
 
 bool link_type_from_dlt(int dlt, LinkType& out) {
   switch (dlt) {
@@ -71,26 +76,16 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
     pcap_close(pc);
     return SourceStatus::kBadInput;
   }
-  if (!opts.filter.empty()) {
-    bpf_program prog;
-    if (pcap_compile(pc, &prog, opts.filter.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0 ||
-        pcap_setfilter(pc, &prog) != 0) {
-      error = "bad --filter '" + opts.filter + "': " + pcap_geterr(pc);
-      pcap_close(pc);
-      return SourceStatus::kBadInput;
-    }
-    pcap_freecode(&prog);
+  if (!set_pcap_filter(pc, opts.filter, error)) {
+    pcap_close(pc);
+    return SourceStatus::kBadInput;
   }
 
   Worker worker(opts.worker);
-  g_file_stop = 0;
-  struct sigaction sa = {};
-  sa.sa_handler = on_file_stop;
-  sa.sa_flags = SA_RESTART;  // a write blocked on a pipe resumes instead of failing with EINTR
-  sigemptyset(&sa.sa_mask);
-  struct sigaction old_int = {}, old_term = {};
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  // SIGINT/SIGTERM during a replay: stop reading, close every open connection (end_of_capture),
+  // write the records, print the summary. Records are written whole on this thread, so a signal
+  // never cuts a line.
+  StopSignals stop;
   const auto start = std::chrono::steady_clock::now();
   auto last_progress = start;
   uint64_t n = 0;
@@ -98,7 +93,7 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   pcap_pkthdr* hdr = nullptr;
   const u_char* data = nullptr;
   for (;;) {
-    if (g_file_stop) {
+    if (stop.requested()) {
       std::fprintf(stderr,
                    "spand-gateway: stopped by a signal after %" PRIu64
                    " packets; open connections are closed as end_of_capture\n",
@@ -136,8 +131,7 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   out.set_elapsed(secs);
   out.print_summary(stderr, {&worker});
   pcap_close(pc);
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  stop.restore();
   return status;
 }
 

@@ -15,15 +15,11 @@
 
 #include "capture/collector.hpp"
 #include "capture/source.hpp"
+#include "capture/stop_signals.hpp"
 
 namespace spand {
 
 namespace {
-
-volatile sig_atomic_t g_live_stop = 0;
-void on_live_stop(int) {
-  g_live_stop = 1;
-}
 
 uint64_t realtime_ns() {
   timespec ts{};
@@ -94,15 +90,9 @@ pcap_t* open_live(const SourceOptions& opts, LinkType& link, std::string& error,
     pcap_close(pc);
     return nullptr;
   }
-  if (!opts.filter.empty()) {
-    bpf_program prog;
-    if (pcap_compile(pc, &prog, opts.filter.c_str(), 1, PCAP_NETMASK_UNKNOWN) != 0 ||
-        pcap_setfilter(pc, &prog) != 0) {
-      error = "bad --filter '" + opts.filter + "': " + pcap_geterr(pc);
-      pcap_close(pc);
-      return nullptr;
-    }
-    pcap_freecode(&prog);
+  if (!set_pcap_filter(pc, opts.filter, error)) {
+    pcap_close(pc);
+    return nullptr;
   }
   return pc;
 }
@@ -123,14 +113,7 @@ SourceStatus run_live_source(const SourceOptions& opts, Collector& out, std::str
                opts.live.interface.c_str(), opts.live.buffer_mb, opts.live.snaplen,
                opts.live.tstamp_type.empty() ? "host" : opts.live.tstamp_type.c_str());
 
-  struct sigaction sa {};
-  struct sigaction old_int {};
-  struct sigaction old_term {};
-  sa.sa_handler = on_live_stop;
-  sigemptyset(&sa.sa_mask);
-  g_live_stop = 0;
-  sigaction(SIGINT, &sa, &old_int);
-  sigaction(SIGTERM, &sa, &old_term);
+  StopSignals stop;
 
   const auto start = std::chrono::steady_clock::now();
   auto last_stats = start;
@@ -144,7 +127,7 @@ SourceStatus run_live_source(const SourceOptions& opts, Collector& out, std::str
       worker.set_capture_drops(drops_before_reopen + st.ps_drop + st.ps_ifdrop);
     }
   };
-  while (g_live_stop == 0) {
+  while (!stop.requested()) {
     const auto now = std::chrono::steady_clock::now();
     if (opts.live.duration_s && now - start >= std::chrono::seconds(opts.live.duration_s)) break;
     if (!pc) {  // the interface went away: try again each second, keep the flows
@@ -204,8 +187,7 @@ SourceStatus run_live_source(const SourceOptions& opts, Collector& out, std::str
   }
   read_drops();
   if (pc) pcap_close(pc);
-  sigaction(SIGINT, &old_int, nullptr);
-  sigaction(SIGTERM, &old_term, nullptr);
+  stop.restore();
   while (worker.finish_some(worker.finish_batch())) out.drain(worker);
   out.drain(worker);
   out.flush();

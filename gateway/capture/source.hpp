@@ -40,6 +40,10 @@ enum class SourceStatus : int { kOk = 0, kBadInput = 2, kRuntimeError = 3, kCapt
 // 101 in files).
 bool link_type_from_dlt(int dlt, LinkType& out);
 
+// Compiles and sets a libpcap filter on an open handle (nothing for an empty filter); false with
+// a message naming the filter.
+bool set_pcap_filter(struct pcap* pc, const std::string& filter, std::string& error);
+
 // Reads a pcap or pcapng file with libpcap. `error` gets a one-line message on failure.
 SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts, Collector& out,
                              std::string& error);

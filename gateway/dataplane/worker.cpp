@@ -1,7 +1,5 @@
 #include "dataplane/worker.hpp"
 
-#include <algorithm>
-
 #include "dataplane/flow_table.hpp"
 #include "dataplane/parse.hpp"
 #include "dataplane/tracker.hpp"
@@ -225,11 +223,15 @@ void Worker::advance_time(uint64_t now_ns) {
   // time the visited slots account for).
   const uint64_t slots = table_->slots();
   const uint64_t elapsed_ns = now_ns_ - swept_ns_;
-  uint64_t due = elapsed_ns >= kTimeoutSweepNs ? slots : slots * elapsed_ns / kTimeoutSweepNs;
-  if (due == 0) return;
-  swept_ns_ = due >= slots ? now_ns_ : swept_ns_ + due * kTimeoutSweepNs / slots;
-  // A slot that frees itself is looked at again, so visit at most the table and a margin.
-  sweep_expired(uint32_t(std::min<uint64_t>(due, slots)));
+  if (elapsed_ns >= kTimeoutSweepNs) {  // a whole sweep due: the table once
+    swept_ns_ = now_ns_;
+    sweep_expired(uint32_t(slots));
+  } else {
+    const uint64_t due = slots * elapsed_ns / kTimeoutSweepNs;
+    if (due == 0) return;
+    swept_ns_ += due * kTimeoutSweepNs / slots;
+    sweep_expired(uint32_t(due));
+  }
   counters_.active_flows = table_->size();
 }
 

@@ -168,15 +168,21 @@ static __always_inline __u32 count_in(struct bpf_sock_ops* skops) {
   return __sync_fetch_and_add(n, 1) + 1;
 }
 
-static __always_inline void count_out(struct bpf_sock_ops* skops, struct spand_sock_state* st) {
+/* One first window fewer toward the socket's network. */
+static __always_inline void count_down(struct bpf_sock_ops* skops) {
   struct spand_active_key k = {};
   __u32* n;
 
-  if (!(st->flags & SPAND_STATE_COUNTED)) return;
-  st->flags &= ~SPAND_STATE_COUNTED;
   active_key(skops, &k);
   n = bpf_map_lookup_elem(&prefix_active, &k);
   if (n && *n > 0) __sync_fetch_and_add(n, -1);
+}
+
+/* The same for a socket whose state says it was counted (once). */
+static __always_inline void count_out(struct bpf_sock_ops* skops, struct spand_sock_state* st) {
+  if (!(st->flags & SPAND_STATE_COUNTED)) return;
+  st->flags &= ~SPAND_STATE_COUNTED;
+  count_down(skops);
 }
 
 static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) {
@@ -326,10 +332,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_IW, &v, sizeof(v))) {
     /* Data already left (TCP_BPF_IW needs data_segs_out == 0): leave the socket alone. */
     count(SPAND_STAT_IW_FAILED);
-    if (share) {
-      struct spand_sock_state tmp = {.flags = SPAND_STATE_COUNTED};
-      count_out(skops, &tmp);
-    }
+    if (share) count_down(skops);
     return;
   }
   if (flags & SPAND_POLICY_SKIP_SS) {
@@ -353,10 +356,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   sk = skops->sk;
   if (!sk) {
     count(SPAND_STAT_STATE_FULL);
-    if (share) {
-      struct spand_sock_state tmp = {.flags = SPAND_STATE_COUNTED};
-      count_out(skops, &tmp);
-    }
+    if (share) count_down(skops);
     goto out;
   }
   if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share && !spand_measure_trains) {
@@ -370,10 +370,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
     if (!st) {
       count(SPAND_STAT_STATE_FULL);
-      if (share) {
-        struct spand_sock_state tmp = {.flags = SPAND_STATE_COUNTED};
-        count_out(skops, &tmp);
-      }
+      if (share) count_down(skops);
       goto out;
     }
   }

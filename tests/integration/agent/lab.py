@@ -184,6 +184,60 @@ class Lab:
         return int(r.stdout.split()[0])
 
 
+
+class DelayLab(Lab):
+    """<name>s (NET.0.1) -- <name>d (a user-space delay line; a TBF towards the client) --
+    <name>c (the `clients` addresses): one L2 segment with real round-trip times. Subclasses
+    add what they need before the delay line starts (prepare())."""
+
+    def __init__(self, name, net, clients, one_way_ms, delay_line):
+        super().__init__(name)
+        self.dly = name + "d"
+        self.net = net
+        self.clients = clients
+        self.one_way_ms = one_way_ms
+        self.delay_line = delay_line
+
+    def close_ns(self):
+        super().close_ns()
+        sh("ip netns del %s" % self.dly, check=False)
+
+    def bottleneck(self, mbit, limit_bytes):
+        """The delay line's sends towards the client go through this qdisc."""
+        sh("ip netns exec %s tc qdisc replace dev %sb root tbf rate %dmbit burst 3028 limit %d"
+           % (self.dly, self.name, mbit, limit_bytes))
+
+    def prepare(self):
+        pass
+
+    def __enter__(self):
+        self.close_ns()
+        for ns in (self.srv, self.cli, self.dly):
+            sh("ip netns add %s" % ns)
+            sh("ip -n %s link set lo up" % ns)
+        n = self.name
+        sh("ip link add %sv netns %s type veth peer name %sa netns %s" % (n, self.srv, n, self.dly))
+        sh("ip link add %sb netns %s type veth peer name %sw netns %s" % (n, self.dly, n, self.cli))
+        for ns, dev in ((self.srv, n + "v"), (self.dly, n + "a"), (self.dly, n + "b"),
+                        (self.cli, n + "w")):
+            sh("ip netns exec %s ethtool -K %s tx off tso off gso off gro off" % (ns, dev))
+            sh("ip -n %s link set %s up" % (ns, dev))
+        for dev in (n + "a", n + "b"):
+            sh("ip -n %s link set %s promisc on" % (self.dly, dev))
+        sh("ip -n %s addr add %s.0.1/24 dev %sv" % (self.srv, self.net, n))
+        sh("ip -n %s route add %s.0.0/16 dev %sv" % (self.srv, self.net, n))
+        for a in self.clients:
+            sh("ip -n %s addr add %s dev %sw" % (self.cli, a, n))
+        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_congestion_control=reno" % self.srv)
+        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_no_metrics_save=1" % self.srv)
+        if not os.path.ismount(TRACEFS):
+            sh("mount -t tracefs nodev %s" % TRACEFS)
+        os.makedirs(self.trace, exist_ok=True)
+        self.prepare()
+        self.start(["ip", "netns", "exec", self.dly, "/usr/bin/python3", self.delay_line,
+                    n + "a", n + "b", str(self.one_way_ms)])
+        return self
+
 def first_flight(events, dport):
     """(cwnd, ssthresh, flight_bytes) at the first ACK of data of the connection from dport:
     tcp_probe runs before the ACK is processed, so this is the initial window's state."""

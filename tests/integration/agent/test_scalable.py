@@ -24,7 +24,7 @@ import tempfile
 
 import pytest
 
-from lab import Lab, MSS, WAIT_S, sh
+from lab import DelayLab, MSS, WAIT_S, sh
 
 AGENT = os.environ.get("SPAND_AGENT", "spand-agent")
 DELAY_LINE = os.environ.get("DELAY_LINE", "")
@@ -130,49 +130,19 @@ else:
 """
 
 
-class ScalableLab(Lab):
-    """<name>s (10.79.0.1) -- <name>d (delay line; TBF towards the client) -- <name>c
-    (10.79.0.2, 10.79.1.2, 10.79.2.2, 10.79.3.2): one L2 segment, three client prefixes."""
+class ScalableLab(DelayLab):
+    """<name>s (10.79.0.1) -- delay line, TBF towards the client -- <name>c (10.79.0.2,
+    10.79.1.2, 10.79.2.2, 10.79.3.2): three client prefixes."""
 
     def __init__(self, name, one_way_ms=ONE_WAY_MS):
-        super().__init__(name)
-        self.dly = name + "d"
-        self.one_way_ms = one_way_ms
+        super().__init__(name, "10.79", ["10.79.0.2/24", "10.79.1.2/24", "10.79.2.2/24",
+                                         "10.79.3.2/24"], one_way_ms, DELAY_LINE)
 
-    def close_ns(self):
-        super().close_ns()
-        sh("ip netns del %s" % self.dly, check=False)
-
-    def __enter__(self):
-        self.close_ns()
-        for ns in (self.srv, self.cli, self.dly):
-            sh("ip netns add %s" % ns)
-            sh("ip -n %s link set lo up" % ns)
-        n = self.name
-        sh("ip link add %sv netns %s type veth peer name %sa netns %s" % (n, self.srv, n, self.dly))
-        sh("ip link add %sb netns %s type veth peer name %sw netns %s" % (n, self.dly, n, self.cli))
-        for ns, dev in ((self.srv, n + "v"), (self.dly, n + "a"), (self.dly, n + "b"),
-                        (self.cli, n + "w")):
-            sh("ip netns exec %s ethtool -K %s tx off tso off gso off gro off" % (ns, dev))
-            sh("ip -n %s link set %s up" % (ns, dev))
-        for dev in (n + "a", n + "b"):
-            sh("ip -n %s link set %s promisc on" % (self.dly, dev))
-        sh("ip -n %s addr add 10.79.0.1/24 dev %sv" % (self.srv, n))
-        sh("ip -n %s route add 10.79.0.0/16 dev %sv" % (self.srv, n))
-        for a in ("10.79.0.2/24", "10.79.1.2/24", "10.79.2.2/24", "10.79.3.2/24"):
-            sh("ip -n %s addr add %s dev %sw" % (self.cli, a, n))
+    def prepare(self):
         self.bottleneck(20, 60000)
-        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_congestion_control=reno" % self.srv)
-        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_no_metrics_save=1" % self.srv)
         os.makedirs(self.cgroup, exist_ok=True)
-        if not os.path.ismount("/sys/kernel/tracing"):
-            sh("mount -t tracefs nodev /sys/kernel/tracing")
-        os.makedirs(self.trace, exist_ok=True)
         with open(os.path.join(self.trace, "buffer_size_kb"), "w") as f:
             f.write("16384")  # per CPU: every ACK of a few seconds of transfer
-        self.start(["ip", "netns", "exec", self.dly, "/usr/bin/python3", DELAY_LINE,
-                    n + "a", n + "b", str(self.one_way_ms)])
-        return self
 
     def __exit__(self, *exc):
         for p in self.procs:  # SIGTERM first: an agent removes what it installed
@@ -187,10 +157,6 @@ class ScalableLab(Lab):
             with open(ev, "w") as f:
                 f.write("0")
         super().__exit__(*exc)
-
-    def bottleneck(self, mbit, limit_bytes):
-        sh("ip netns exec %s tc qdisc replace dev %sb root tbf rate %dmbit burst 3028 limit %d"
-           % (self.dly, self.name, mbit, limit_bytes))
 
     def trace_start(self):
         ev = os.path.join(self.trace, "events", "tcp", "tcp_cong_state_set")

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lab import Lab, MSS, WAIT_S, htb_class_rate, segment_times, sh, window_timing
+from lab import DelayLab, MSS, WAIT_S, htb_class_rate, segment_times, sh, window_timing
 
 AGENT = os.environ.get("SPAND_AGENT", "spand-agent")
 # These tests check the kernel mechanisms with the paper's window (Eq. 4, cwnd / srtt pacing);
@@ -38,47 +38,15 @@ pytestmark = [
 ]
 
 
-class DelayLab(Lab):
-    """<name>s (10.78.0.1) -- <name>d (delay line, TBF towards the client) -- <name>c
-    (10.78.0.2, and 10.78.1.2 as the client address the samples are about), one L2 segment."""
+class TcpInfoLab(DelayLab):
+    """<name>s (10.78.0.1) -- delay line, TBF towards the client -- <name>c (10.78.0.2, and
+    10.78.1.2 as the client address the samples are about)."""
 
     def __init__(self, name):
-        super().__init__(name)
-        self.dly = name + "d"
+        super().__init__(name, "10.78", ["10.78.0.2/24", "10.78.1.2/24"], ONE_WAY_MS, DELAY_LINE)
 
-    def close_ns(self):
-        super().close_ns()
-        sh("ip netns del %s" % self.dly, check=False)
-
-    def __enter__(self):
-        self.close_ns()
-        for ns in (self.srv, self.cli, self.dly):
-            sh("ip netns add %s" % ns)
-            sh("ip -n %s link set lo up" % ns)
-        n = self.name
-        sh("ip link add %sv netns %s type veth peer name %sa netns %s" % (n, self.srv, n, self.dly))
-        sh("ip link add %sb netns %s type veth peer name %sw netns %s" % (n, self.dly, n, self.cli))
-        for ns, dev in ((self.srv, n + "v"), (self.dly, n + "a"), (self.dly, n + "b"),
-                        (self.cli, n + "w")):
-            sh("ip netns exec %s ethtool -K %s tx off tso off gso off gro off" % (ns, dev))
-            sh("ip -n %s link set %s up" % (ns, dev))
-        for dev in (n + "a", n + "b"):
-            sh("ip -n %s link set %s promisc on" % (self.dly, dev))
-        sh("ip -n %s addr add 10.78.0.1/24 dev %sv" % (self.srv, n))
-        sh("ip -n %s route add 10.78.1.0/24 dev %sv" % (self.srv, n))
-        sh("ip -n %s addr add 10.78.0.2/24 dev %sw" % (self.cli, n))
-        sh("ip -n %s addr add 10.78.1.2/24 dev %sw" % (self.cli, n))
-        # The bottleneck: the delay line's sends towards the client go through this qdisc.
-        sh("ip netns exec %s tc qdisc add dev %sb root tbf rate %dmbit burst 3028 limit %d"
-           % (self.dly, n, RATE_MBIT, LIMIT_BYTES))
-        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_congestion_control=reno" % self.srv)
-        sh("ip netns exec %s sysctl -qw net.ipv4.tcp_no_metrics_save=1" % self.srv)
-        if not os.path.ismount("/sys/kernel/tracing"):
-            sh("mount -t tracefs nodev /sys/kernel/tracing")
-        os.makedirs(self.trace, exist_ok=True)
-        self.start(["ip", "netns", "exec", self.dly, "/usr/bin/python3", DELAY_LINE,
-                    n + "a", n + "b", str(ONE_WAY_MS)])
-        return self
+    def prepare(self):
+        self.bottleneck(RATE_MBIT, LIMIT_BYTES)
 
 
 def fetch(lab, size):
@@ -131,7 +99,7 @@ def metric(text, name):
 
 
 def test_tcp_info_sampling_reports_rtt_and_wc():
-    with DelayLab("st1") as lab:
+    with TcpInfoLab("st1") as lab:
         sink = lab.start(lab.in_srv(["/usr/bin/python3", os.path.join(os.path.dirname(
             os.path.abspath(__file__)), "report_sink.py"), DESCRIPTOR, "127.0.0.1:15052"]))
         sink.wait_line(r"^serving")
@@ -215,7 +183,7 @@ def test_pacing_of_the_first_window_on_a_20ms_path(htb):
     HTB packets of 1 ms of pacing rate (2 segments here). Without it, the kernel's own pacing
     sends the first 10 segments as one burst (tcp_update_skb_after_send)."""
     wc, size = 40, 200_000
-    with DelayLab("tp1") as lab:
+    with TcpInfoLab("tp1") as lab:
         os.makedirs(lab.cgroup, exist_ok=True)
         dev = lab.name + "v"
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
