@@ -50,6 +50,7 @@ struct spand_prefix_key {
 #define SPAND_STATE_PACED 0x100u
 #define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
 #define SPAND_STATE_TRAIN 0x400u   /* timing the ACKs of the socket's first flight */
+#define SPAND_STATE_CLASSED 0x800u /* first window acked, still in its pacing class until unclass_mark */
 
 /* prefix_rate's value: the bottleneck rate read from the dispersion of first-flight ACK trains
  * toward a client network (keyed like prefix_active), the largest since the agent last took
@@ -93,12 +94,14 @@ struct spand_sock_state {
   spand_u32 flags;              /* copied from the policy */
   spand_u64 first_window_bytes; /* bytes_acked that ends the first window */
   spand_u32 raise_mark_snd_nxt; /* next clamp raise once snd_una passes this */
-  spand_u32 train_end;          /* snd_nxt at the first ACK: the first flight ends there */
-  spand_u64 train_t0_ns;        /* the first ACK of data */
-  spand_u64 train_b0;           /* bytes_acked at it */
-  spand_u64 train_last;         /* bytes_acked at the previous ACK */
+  spand_u32 train_end;          /* snd_nxt at the first ACK of data: the first flight ends there */
+  spand_u64 train_t0_ns;        /* the train's first ACK (1: the flight's first ACK seen) */
+  spand_u64 train_b0;           /* its acknowledgment number */
+  spand_u64 train_last;         /* the previous ACK's acknowledgment number */
   spand_u64 train_last_ns;      /* and its time */
-  spand_u64 train_rate;         /* bytes per second over the longest span of whole ACK pairs */
+  spand_u64 train_rate;         /* bytes per second over the train so far */
+  spand_u32 unclass_mark;       /* snd_nxt when the first window was acked */
+  spand_u32 pad;
 };
 
 /* stats array indices (per-CPU counters read by the agent and the tests) */
@@ -138,7 +141,7 @@ enum spand_stat {
 #define SPAND_PACE_MIN_EXP 13u /* 8 KiB/s: slower rates use the first bin */
 #define SPAND_PACE_BINS (8u * (32u - SPAND_PACE_MIN_EXP))
 #define SPAND_PACE_COPIES 4u /* concurrent first windows of one bin share a class 1 in 4 */
-#define SPAND_PACE_BURST_FRAMES 4u
+#define SPAND_PACE_BURST_FRAMES 2u
 
 static inline spand_u32 spand_msb32(spand_u32 x) {
   spand_u32 n = 0;
