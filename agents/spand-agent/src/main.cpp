@@ -621,7 +621,7 @@ int run(int argc, char** argv) {
       cfg.estimates_file.empty() ? cfg.estimate_server.c_str() : cfg.estimates_file.c_str());
 
   // The path toward each prefix, from TCP_INFO of every connection this host accepted.
-  PathRates paths(cfg.policy.path_rate_window_s);
+  PathRates paths(cfg.policy.path_rate_window_s, cfg.policy.share_window_s);
   const bool sample_paths = cfg.policy.path_rate && cfg.policy.window_rule == WindowRule::kRounds;
   if (sample_paths) {
     core.set_path_rates(&paths);
@@ -644,10 +644,14 @@ int run(int argc, char** argv) {
       std::string dump_err;
       if (dump_tcp_info(dump, dump_err)) {
         const double now = clock.now_s();
+        std::map<Prefix, uint32_t> senders;  // connections with 2 segments or more in flight
         for (const TcpInfoSnapshot& s : dump.sockets) {
           if (!dump.listening_ports.count(s.local_port)) continue;  // connections we accepted
-          paths.observe(core.key_prefix(s.remote), s.delivery_rate_bytes_per_s, s.min_rtt_us, now);
+          const Prefix key = core.key_prefix(s.remote);
+          paths.observe(key, s.delivery_rate_bytes_per_s, s.min_rtt_us, now);
+          if (s.unacked_segments >= 2) ++senders[key];
         }
+        for (const auto& [key, n] : senders) paths.observe_senders(key, n, now);
       }
       // The bottleneck rate from first-flight ACK trains (the delivery rate above reads the
       // bottleneck only once a flight reaches the BDP, which short transfers never do).

@@ -15,6 +15,15 @@ void PathRates::observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uin
   ++b.samples;
 }
 
+void PathRates::observe_senders(const Prefix& key_prefix, uint32_t senders, double now_s) {
+  if (senders == 0) return;
+  const auto idx = static_cast<int64_t>(now_s / share_bucket_s_);
+  SenderBucket& b = senders_[key_prefix][static_cast<size_t>(idx % 2)];
+  if (b.index != idx) b = SenderBucket{idx, 0, 0};
+  b.senders += senders;
+  ++b.dumps;
+}
+
 std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) const {
   auto it = paths_.find(key_prefix);
   if (it == paths_.end()) return std::nullopt;
@@ -28,10 +37,26 @@ std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) c
     info.samples += b.samples;
   }
   if (info.samples == 0) return std::nullopt;
+  if (auto s = senders_.find(key_prefix); s != senders_.end()) {
+    const auto sidx = static_cast<int64_t>(now_s / share_bucket_s_);
+    uint64_t sum = 0;
+    uint32_t dumps = 0;
+    for (const SenderBucket& b : s->second) {
+      if (b.index < 0 || sidx - b.index >= 2) continue;
+      sum += b.senders;
+      dumps += b.dumps;
+    }
+    if (dumps) info.senders = double(sum) / dumps;
+  }
   return info;
 }
 
 void PathRates::expire(double now_s) {
+  const auto sidx = static_cast<int64_t>(now_s / share_bucket_s_);
+  std::erase_if(senders_, [&](const auto& kv) {
+    return std::all_of(kv.second.begin(), kv.second.end(),
+                       [&](const SenderBucket& b) { return b.index < 0 || sidx - b.index >= 2; });
+  });
   const int64_t idx = index_of(now_s);
   std::erase_if(paths_, [&](const auto& kv) {
     return std::all_of(kv.second.begin(), kv.second.end(),

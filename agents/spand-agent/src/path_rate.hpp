@@ -19,15 +19,21 @@ struct PathInfo {
   uint64_t rate_bytes_per_s = 0;  // 0: not measured
   uint32_t min_rtt_us = 0;        // 0: not measured
   uint32_t samples = 0;           // socket readings in the window
+  // This host's connections sending toward the prefix at once (2 segments or more in flight),
+  // averaged over the dumps of the share window that saw at least one: 0 when none did.
+  double senders = 0;
 };
 
 class PathRates {
  public:
   // `window_s` is split into kBuckets slots; a reading leaves the window after window_s at most.
-  explicit PathRates(double window_s = 300) : bucket_s_(window_s / kBuckets) {}
+  explicit PathRates(double window_s = 300, double share_window_s = 10)
+      : bucket_s_(window_s / kBuckets), share_bucket_s_(share_window_s / 2) {}
 
   void observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uint32_t min_rtt_us,
                double now_s);
+  // One dump saw `senders` (> 0) of this host's connections sending toward the prefix.
+  void observe_senders(const Prefix& key_prefix, uint32_t senders, double now_s);
   std::optional<PathInfo> get(const Prefix& key_prefix, double now_s) const;
   // Drops prefixes with no reading in the window.
   void expire(double now_s);
@@ -42,8 +48,15 @@ class PathRates {
     uint32_t samples = 0;
   };
   int64_t index_of(double now_s) const { return static_cast<int64_t>(now_s / bucket_s_); }
+  struct SenderBucket {
+    int64_t index = -1;  // floor(now_s / share_bucket_s_) when written
+    uint64_t senders = 0;
+    uint32_t dumps = 0;
+  };
   double bucket_s_;
+  double share_bucket_s_;
   std::map<Prefix, std::array<Bucket, kBuckets>> paths_;
+  std::map<Prefix, std::array<SenderBucket, 2>> senders_;
 };
 
 }  // namespace spand::agent

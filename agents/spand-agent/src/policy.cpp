@@ -90,8 +90,16 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
   // W_c itself, not only Eq. 4's cwnd_opt: paced, a window of W_c does not meet the loss that
   // Eq. 4 shrinks the window for (measured on the idle path: 100 KB 0.77 -> see docs/DESIGN.md).
   const uint64_t cap = std::max<uint64_t>({r.cwnd_opt, wc, bdp_segments});
-  const uint32_t window =
+  uint32_t window =
       static_cast<uint32_t>(std::min<uint64_t>({segments, cap, policy.max_initial_cwnd}));
+  // The host's connections toward the prefix usually send n at a time: each gets 1/n of the
+  // window and of the rate (the default flows beside them included, so they keep their share;
+  // the sock_ops program still shares what is left among first windows in flight at once).
+  double senders = 1;
+  if (policy.share_concurrent && path && path->senders > 1) {
+    senders = path->senders;
+    window = static_cast<uint32_t>(window / senders);
+  }
   if (window <= iw_kernel ||
       rounds_avoidance(segments, window) >= rounds_slow_start(segments, iw_kernel))
     return {SkipReason::kNoGain, {}};
@@ -117,7 +125,7 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     // round trip), or the window exceeds the BDP by at most what W_c says the buffer holds.
     const uint64_t per_rtt = spand_pacing_rate_bytes_per_s(std::max(window, std::min(wc, window)),
                                                            policy.mss_bytes, prop_rtt_us);
-    p.pacing_rate_bytes_per_s = std::max(rate, per_rtt);
+    p.pacing_rate_bytes_per_s = std::max(static_cast<uint64_t>(double(rate) / senders), per_rtt);
   }
   return d;
 }

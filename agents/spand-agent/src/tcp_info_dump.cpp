@@ -71,6 +71,7 @@ int on_msg(const nlmsghdr* nlh, void* data) {
       s.bytes_acked = ti.tcpi_bytes_acked;
       s.delivery_rate_bytes_per_s = ti.tcpi_delivery_rate;
       s.min_rtt_us = ti.tcpi_min_rtt;
+      s.unacked_segments = ti.tcpi_unacked;
       have_info = true;
     } else if (type == INET_DIAG_CONG) {
       const char* name = static_cast<const char*>(mnl_attr_get_payload(attr));

@@ -37,6 +37,7 @@ struct TcpInfoSnapshot {
   uint64_t bytes_acked = 0;                // tcpi_bytes_acked
   uint64_t delivery_rate_bytes_per_s = 0;  // tcpi_delivery_rate (the kernel's rate sample)
   uint32_t min_rtt_us = 0;                 // tcpi_min_rtt
+  uint32_t unacked_segments = 0;           // tcpi_unacked: segments in flight
 };
 
 enum class TcpSampleKind : uint8_t { kRtt, kWcLoss, kWcEnd };

@@ -182,6 +182,49 @@ TEST(RoundsRule, ThePathAloneIsEnoughWithoutAUsableEstimate) {
   EXPECT_EQ(decide(none, 0, port(21 * 1448), paper_rule(), {}, &path).skip, SkipReason::kSlowStart);
 }
 
+TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
+  PolicyConfig pol;
+  Estimate est = E("198.51.100.0/24", 25, 60);
+  est.min_rtt_ms = 50;
+  // The idle path of the lab: 10 Mbit/s, 50 ms. One sender at a time: the whole 30 KB.
+  PathInfo alone{1'250'000, 50'000, 10, 1.0};
+  Decision d = decide(est, 0, port(70 * 1448), pol, {}, &alone);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 43u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 1'250'000u);
+  // Two senders on average: half the window and half the rate. 40 segments from 20 take 2
+  // rounds (20 + 21), slow start 3 (10 + 20 + 40); 70 segments from 21 would take 4 (21 + 22 +
+  // 23 + 24), slow start 3: left to the kernel.
+  PathInfo two{1'250'000, 50'000, 10, 2.0};
+  d = decide(est, 0, port(40 * 1448), pol, {}, &two);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 20u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 625'000u);
+  EXPECT_EQ(decide(est, 0, port(70 * 1448), pol, {}, &two).skip, SkipReason::kNoGain);
+  // Eight (the friendliness batches): 43 / 8 = 5 segments, under IW10: left to the kernel.
+  PathInfo eight{1'250'000, 50'000, 10, 8.0};
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).skip, SkipReason::kNoGain);
+  // Sharing off: the senders are not counted.
+  pol.share_concurrent = false;
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).policy.init_cwnd_segments, 21u);
+}
+
+TEST(PathRates, SendersAreAveragedOverTheDumpsThatSawOne) {
+  PathRates r(60, 10);  // share window 10 s: two buckets of 5 s
+  const Prefix p = P("198.51.100.0/24");
+  r.observe(p, 1000, 50'000, 1);
+  EXPECT_EQ(r.get(p, 1)->senders, 0.0);  // no dump saw a sender
+  r.observe_senders(p, 8, 1);
+  r.observe_senders(p, 4, 2);
+  r.observe_senders(p, 0, 3);  // not counted: the prefix was idle
+  EXPECT_DOUBLE_EQ(r.get(p, 4)->senders, 6.0);
+  r.observe_senders(p, 1, 7);
+  EXPECT_DOUBLE_EQ(r.get(p, 8)->senders, 13.0 / 3);
+  // At 11 s the bucket of 0-5 s has left: only the dump at 7 s counts.
+  EXPECT_DOUBLE_EQ(r.get(p, 11)->senders, 1.0);
+  EXPECT_EQ(r.get(p, 16)->senders, 0.0);
+}
+
 TEST(PathRates, WindowedMaxRateAndMinRtt) {
   PathRates r(60);  // six buckets of 10 s
   const Prefix p = P("198.51.100.0/24");
