@@ -21,6 +21,18 @@ Parse line_at(const char* p, const char* end, std::string_view& line, const char
   return Parse::kDone;
 }
 
+// Replies a window reader gets are small: an HMGET of a window's bucket fields (about 150 bytes
+// each, a few dozen fields), an AUTH status, an error line. Larger claimed lengths are not a
+// window read's reply (and a length near 2^63 overflowed `len + 2`, moving the read position
+// outside the buffer).
+constexpr long long kMaxBulkBytes = 1 << 20;
+constexpr long long kMaxArrayElements = 1 << 16;
+
+// True when [cur, end) holds `len` bytes and their CRLF; `len` is in 0..kMaxBulkBytes.
+bool have(const char* cur, const char* end, long long len) {
+  return end - cur >= 2 && len <= (end - cur) - 2;
+}
+
 bool parse_int(std::string_view s, long long& v) {
   const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   return r.ec == std::errc() && r.ptr == s.data() + s.size();
@@ -48,9 +60,9 @@ Parse parse_reply(const char* p, const char* end, Reply& r, Accumulator& acc, si
       return Parse::kDone;
     case '$': {
       long long len = 0;
-      if (!parse_int(line, len)) return Parse::kBad;
+      if (!parse_int(line, len) || len > kMaxBulkBytes) return Parse::kBad;
       if (len >= 0) {
-        if (end - cur < len + 2) return Parse::kIncomplete;
+        if (!have(cur, end, len)) return Parse::kIncomplete;
         cur += len + 2;
       }
       r.type = Reply::Type::kOther;
@@ -59,7 +71,7 @@ Parse parse_reply(const char* p, const char* end, Reply& r, Accumulator& acc, si
     }
     case '*': {
       long long n = 0;
-      if (!parse_int(line, n)) return Parse::kBad;
+      if (!parse_int(line, n) || n > kMaxArrayElements) return Parse::kBad;
       r.type = n < 0 ? Reply::Type::kOther : Reply::Type::kArray;
       acc = Accumulator{};
       for (long long i = 0; i < n; ++i) {
@@ -67,9 +79,9 @@ Parse parse_reply(const char* p, const char* end, Reply& r, Accumulator& acc, si
         if (Parse s = line_at(cur, end, el, cur); s != Parse::kDone) return s;
         if (el.empty() || el[0] != '$') return Parse::kBad;  // HMGET answers bulk strings only
         long long len = 0;
-        if (!parse_int(el.substr(1), len)) return Parse::kBad;
+        if (!parse_int(el.substr(1), len) || len > kMaxBulkBytes) return Parse::kBad;
         if (len < 0) continue;  // nil: no bucket
-        if (end - cur < len + 2) return Parse::kIncomplete;
+        if (!have(cur, end, len)) return Parse::kIncomplete;
         const std::string_view value(cur, size_t(len));
         if (!r.bad_value && !add_bucket_value(value, acc)) {
           r.bad_value = true;
