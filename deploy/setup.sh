@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   # build
   build-essential meson ninja-build pkg-config clang clang-format git ca-certificates
+  libclang-rt-14-dev   # libFuzzer and clang's sanitizer runtimes (tests/fuzz, -Dfuzz=true)
   # gateway data plane and files
   dpdk dpdk-dev libpcap-dev
   # control plane: config, CLI, logs, JSON, Redis, gRPC, metrics

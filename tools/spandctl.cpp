@@ -25,6 +25,8 @@ constexpr int kExitRpcError = 1;
 constexpr int kExitUsage = 2;
 constexpr size_t kBatchLimit = 1000;  // the server's BatchGet limit (proto comment)
 constexpr const char* kDefaultServer = "127.0.0.1:50051";
+// A day: now() + a larger deadline overflowed the clock's count (--timeout-ms 2^63 was negative).
+constexpr uint64_t kMaxTimeoutMs = 86'400'000;
 
 const char* const kHelp =
     "usage: spandctl [--server HOST:PORT] [--json] [--timeout-ms MS] <command> [args]\n"
@@ -148,8 +150,8 @@ int cmd_get(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) 
     if (a == "--bytes") {
       if (!value(bytes)) return usage_error("--bytes needs a non-negative integer");
     } else if (a == "--mss") {
-      if (!value(mss) || *mss == 0 || *mss > UINT32_MAX) {
-        return usage_error("--mss needs an integer in 1..4294967295");
+      if (!value(mss) || *mss == 0 || *mss > 65535) {
+        return usage_error("--mss needs an integer in 1..65535");
       }
     } else if (a == "--b") {
       if (!value(b) || *b == 0 || *b > UINT32_MAX) return usage_error("--b needs an integer >= 1");
@@ -324,8 +326,8 @@ int main(int argc, char** argv) {
       g.json = true;
     } else if (a == "--timeout-ms") {
       uint64_t t = 0;
-      if (i + 1 >= argc || !parse_u64(argv[i + 1], t) || t == 0) {
-        return usage_error("--timeout-ms needs a positive integer");
+      if (i + 1 >= argc || !parse_u64(argv[i + 1], t) || t == 0 || t > kMaxTimeoutMs) {
+        return usage_error("--timeout-ms needs an integer in 1..86400000");
       }
       g.timeout_ms = long(t);
       ++i;
@@ -350,8 +352,8 @@ int main(int argc, char** argv) {
       g.server = argv[++j];
     } else if (a == "--timeout-ms" && j + 1 < argc) {
       uint64_t t = 0;
-      if (!parse_u64(argv[j + 1], t) || t == 0) {
-        return usage_error("--timeout-ms needs a positive integer");
+      if (!parse_u64(argv[j + 1], t) || t == 0 || t > kMaxTimeoutMs) {
+        return usage_error("--timeout-ms needs an integer in 1..86400000");
       }
       g.timeout_ms = long(t);
       ++j;

@@ -66,6 +66,11 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
     error = path + ": " + errbuf;
     return SourceStatus::kBadInput;
   }
+  return read_pcap(pc, path, opts, out, error, stderr);
+}
+
+SourceStatus read_pcap(pcap_t* pc, const std::string& path, const SourceOptions& opts,
+                       Collector& out, std::string& error, FILE* summary) {
   LinkType link;
   if (!link_type_from_dlt(pcap_datalink(pc), link)) {
     error =
@@ -129,7 +134,7 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.set_elapsed(secs);
-  out.print_summary(stderr, {&worker});
+  if (summary) out.print_summary(summary, {&worker});
   pcap_close(pc);
   stop.restore();
   return status;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ bool set_pcap_filter(struct pcap* pc, const std::string& filter, std::string& er
 // Reads a pcap or pcapng file with libpcap. `error` gets a one-line message on failure.
 SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts, Collector& out,
                              std::string& error);
+// The same on a capture libpcap has opened (pcap_fopen_offline on memory, for the fuzz target
+// tests/fuzz/fuzz_pcap.cpp); takes ownership of `pc`; `path` names it in messages; the exit
+// summary goes to `summary` (nullptr: none).
+SourceStatus read_pcap(struct pcap* pc, const std::string& path, const SourceOptions& opts,
+                       Collector& out, std::string& error, FILE* summary);
 
 // Reads a live interface with libpcap until SIGINT/SIGTERM (or live.duration_s). The worker's
 // clock follows the host clock between packets (Worker::advance_time), so timeouts fire on a

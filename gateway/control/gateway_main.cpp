@@ -13,6 +13,7 @@
 
 #include "capture/collector.hpp"
 #include "capture/source.hpp"
+#include "control/cli_checks.hpp"
 #include "control/control_plane.hpp"
 
 namespace {
@@ -102,18 +103,22 @@ int main(int argc, char** argv) {
       ->default_val(src.worker.flow_capacity)
       ->check(CLI::Range(1u, 1u << 28));
   app.add_option("--syn-timeout-ms", src.worker.syn_timeout_ms, "Idle timeout of an unanswered SYN")
-      ->default_val(src.worker.syn_timeout_ms);
+      ->default_val(src.worker.syn_timeout_ms)
+      ->check(CLI::Range(1u, 3'600'000u));
   app.add_option("--idle-timeout-s", src.worker.idle_timeout_s,
                  "Idle timeout of an established connection")
-      ->default_val(src.worker.idle_timeout_s);
+      ->default_val(src.worker.idle_timeout_s)
+      ->check(CLI::Range(1u, 604'800u));
   app.add_option("--closing-timeout-ms", src.worker.closing_timeout_ms,
                  "Time a connection stays after FIN/RST before its record is written")
-      ->default_val(src.worker.closing_timeout_ms);
+      ->default_val(src.worker.closing_timeout_ms)
+      ->check(CLI::Range(1u, 3'600'000u));
   app.add_flag("--progress", src.progress, "Print progress to stderr on long inputs");
   std::string hash_seed;
   app.add_option("--hash-seed", hash_seed,
                  "Seed of the flow table's keyed hash (decimal or 0x hex). Default: fixed for "
-                 "--pcap (the same output every time), random per process for live sources");
+                 "--pcap (the same output every time), random per process for live sources")
+      ->check(unsigned_64());
 
   auto* cg = app.add_option_group("Estimates", "Redis writer, gRPC estimate service, metrics");
   cg->add_option("--redis", ctl.redis_url, "Redis URL: redis://[user:password@]host:port");
@@ -142,7 +147,7 @@ int main(int argc, char** argv) {
                  "Outlier rule: W_c standard deviation above this many means gives SLOW_START "
                  "(0: off)")
       ->default_val(ctl.max_wc_cv)
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(finite_range(0.0, 100.0));
   cg->add_option("--clock-skew-s", ctl.clock_skew_s,
                  "Samples, Report timestamps and the store clock may lie at most this far "
                  "ahead of the wall clock")
@@ -152,8 +157,10 @@ int main(int argc, char** argv) {
                  "Unflushed bucket updates kept while Redis is unreachable")
       ->default_val(ctl.backlog_max_updates)
       ->check(CLI::Range(1u, 100'000'000u));
-  cg->add_option("--grpc-listen", ctl.grpc_listen, "Serve spand.v1.Estimates on HOST:PORT");
-  cg->add_option("--metrics-listen", ctl.metrics_listen, "Serve Prometheus /metrics on HOST:PORT");
+  cg->add_option("--grpc-listen", ctl.grpc_listen, "Serve spand.v1.Estimates on HOST:PORT")
+      ->check(listen_address());
+  cg->add_option("--metrics-listen", ctl.metrics_listen, "Serve Prometheus /metrics on HOST:PORT")
+      ->check(listen_address());
   cg->add_option("--grpc-tls-cert", ctl.grpc_tls_cert,
                  "gRPC over TLS: server certificate chain (PEM file)");
   cg->add_option("--grpc-tls-key", ctl.grpc_tls_key, "gRPC over TLS: its private key (PEM file)");
@@ -163,7 +170,8 @@ int main(int argc, char** argv) {
                  "Report needs 'authorization: Bearer <first line of this file>'");
   cg->add_option("--max-cwnd-opt", ctl.max_cwnd_opt,
                  "Cap on the cwnd_opt the service answers, segments (0: none)")
-      ->default_val(ctl.max_cwnd_opt);
+      ->default_val(ctl.max_cwnd_opt)
+      ->check(CLI::Range(0u, 65535u));
   cg->add_option("--report-rate", ctl.report_rate_per_s,
                  "Report messages per second per client (certificate or address); 0: no limit")
       ->default_val(ctl.report_rate_per_s);

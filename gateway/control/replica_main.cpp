@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "control/cli_checks.hpp"
 #include "control/service_stack.hpp"
 
 namespace {
@@ -38,9 +39,12 @@ int main(int argc, char** argv) {
   app.add_option("--cluster", cluster, "Redis Cluster seed nodes, host:port[,host:port...]");
   app.add_option("--redis-password-file", c.redis_password_file,
                  "read the Redis password from this file");
-  app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")->capture_default_str();
+  app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")
+      ->capture_default_str()
+      ->check(listen_address());
   app.add_option("--metrics-listen", c.metrics_listen,
-                 "Prometheus /metrics listen address (empty: none)");
+                 "Prometheus /metrics listen address (empty: none)")
+      ->check(listen_address());
   app.add_option("--grpc-tls-cert", c.grpc_tls_cert,
                  "gRPC over TLS: server certificate chain (PEM file)");
   app.add_option("--grpc-tls-key", c.grpc_tls_key, "gRPC over TLS: its private key (PEM file)");
@@ -50,13 +54,17 @@ int main(int argc, char** argv) {
                  "Report needs 'authorization: Bearer <first line of this file>'");
   app.add_option("--max-cwnd-opt", c.max_cwnd_opt,
                  "cap on the cwnd_opt answered, segments (0: none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 65535u));
   app.add_option("--report-rate", c.report_rate_per_s,
                  "Report messages per second per client (certificate or address); 0: no limit")
       ->capture_default_str();
-  app.add_option("--window-s", c.window_s, "sliding window S, seconds")->capture_default_str();
+  app.add_option("--window-s", c.window_s, "sliding window S, seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 86400u));
   app.add_option("--bucket-s", c.bucket_s, "bucket width, seconds (must match the gateways')")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 3600u));
   app.add_option("--min-samples", c.min_samples, "W_c samples needed for USE_ESTIMATE")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1'000'000u));
@@ -86,24 +94,36 @@ int main(int argc, char** argv) {
                  "outlier rule: W_c standard deviation above this many means gives SLOW_START "
                  "(0: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(finite_range(0.0, 100.0));
   app.add_option("--clock-skew-s", c.clock_skew_s,
                  "tolerance for times ahead of the wall clock: a spand:clock or Report timestamp "
                  "further ahead is ignored or rejected")
       ->capture_default_str()
       ->check(CLI::Range(1u, 86400u));
   app.add_option("--cache-ttl-ms", so.core.cache_ttl_ms, "local estimate cache TTL (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t(0), uint64_t(3'600'000)));
   app.add_option("--cache-max-entries", so.core.cache_max_entries, "local cache bound")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(100'000'000)));
   app.add_option(
          "--read-connections", so.read_connections,
          "Redis connections for reads, each with a reader thread pipelining the queued Gets")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(size_t(1), size_t(64)));
   app.add_option("--decay-half-life-s", so.core.decay.half_life_s,
                  "W_c decay for quiet prefixes (0: off)")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+      ->capture_default_str()
+      ->check(finite_range(0.0, 31'536'000.0));
+  // Bad usage exits 2 (as spand-gateway), not CLI11's own codes (105 for a value out of range).
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "spand-estimates: %s\nTry 'spand-estimates --help'.\n", e.what());
+    return 2;
+  }
 
   c.prefix.v4_len = uint8_t(v4_len);
   c.prefix.v6_len = uint8_t(v6_len);

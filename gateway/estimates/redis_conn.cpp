@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "estimates/sha1.hpp"
@@ -79,6 +80,13 @@ bool parse_endpoint(std::string_view text, RedisEndpoint& out, std::string& erro
   }
   if (host.empty()) {
     error = "no host in '" + std::string(text) + "'";
+    return false;
+  }
+  // A host name is passed on as a C string: a NUL would cut it ("127.0.0.1\0evil" connected to
+  // 127.0.0.1), and no control character belongs in one.
+  if (std::any_of(host.begin(), host.end(),
+                  [](char c) { return uint8_t(c) < 0x20 || c == 0x7f; })) {
+    error = "control character in the host of '" + std::string(text) + "'";
     return false;
   }
   out.host = std::string(host);

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cfloat>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -18,6 +20,11 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
   if (value.size() >= sizeof buf) return false;
   value.copy(buf, value.size());
   buf[value.size()] = 0;
+  // Field bounds: counts (wc_n, rtt_n, gw_n, agent_n) below 2^63, rtt_min_us within 32 bits, sums
+  // finite (the comparison also refuses NaN).
+  static constexpr double kCount = 9.2e18;
+  static constexpr double kMaxField[kBucketValueFields] = {
+      kCount, DBL_MAX, DBL_MAX, kCount, DBL_MAX, double(UINT32_MAX), 0, kCount, kCount};
   double v[kBucketValueFields];
   uint64_t newest = 0;
   const char* cur = buf;
@@ -30,6 +37,11 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
       v[i] = std::strtod(cur, &end);
     }
     if (end == cur) return false;
+    // strtoull takes "-1" as 2^64-1: a newest time is digits only.
+    if (i == 6 && std::find(cur, const_cast<const char*>(end), '-') != end) return false;
+    // Sums and counts are finite and not negative; a count or the minimum RTT converts to its
+    // integer type exactly (a double outside that type's range is undefined behaviour).
+    if (i != 6 && !(v[i] >= 0 && v[i] <= kMaxField[i])) return false;
     cur = end;
   }
   acc.wc_count += uint64_t(v[0]);
@@ -73,6 +85,8 @@ std::vector<uint64_t> window_buckets(uint64_t now_ns, uint32_t window_s, uint32_
 bool parse_cidr(std::string_view text, Prefix& out) {
   size_t slash = text.find('/');
   if (slash == std::string_view::npos || slash + 1 >= text.size() || slash > 45) return false;
+  // inet_pton stops at a NUL: "198.51.100.0\0x/24" would read as 198.51.100.0/24.
+  if (text.substr(0, slash).find('\0') != std::string_view::npos) return false;
   char addr[64];
   text.substr(0, slash).copy(addr, slash);
   addr[slash] = 0;

@@ -105,9 +105,10 @@ void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds,
   const std::string skew = std::to_string(opts_.clock_skew_s);
   for (const auto& [bucket, per_prefix] : activity) {
     RedisArgv args = {std::to_string(ttl_s_), clock, skew};
-    auto flush_chunk = [&] {
+    // The key is computed outside: clang before 16 cannot capture a structured binding.
+    auto flush_chunk = [&, key = activity_key(bucket)] {
       RedisCommand c;
-      c.route_key = activity_key(bucket);
+      c.route_key = key;
       c.script = &s;
       c.argv = evalsha_argv(s, {c.route_key, kClockKey}, args);
       cmds.push_back(std::move(c));

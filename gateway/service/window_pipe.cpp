@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "estimates/redis_schema.hpp"
+#include "service/resp_reply.hpp"
 
 namespace spand {
 namespace {
@@ -29,93 +30,6 @@ void append_bulk(std::string& s, std::string_view v) {
   s += "\r\n";
   s += v;
   s += "\r\n";
-}
-
-// RESP parsing of one reply from [p, end). kIncomplete: more bytes needed.
-enum class Parse { kDone, kIncomplete, kBad };
-
-// The line at p (without its CRLF) and the position after it.
-Parse line_at(const char* p, const char* end, std::string_view& line, const char*& next) {
-  const void* cr = std::memchr(p, '\r', size_t(end - p));
-  if (!cr) return Parse::kIncomplete;
-  const char* c = static_cast<const char*>(cr);
-  if (c + 1 >= end) return Parse::kIncomplete;
-  if (c[1] != '\n') return Parse::kBad;
-  line = std::string_view(p, size_t(c - p));
-  next = c + 2;
-  return Parse::kDone;
-}
-
-bool parse_int(std::string_view s, long long& v) {
-  const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  return r.ec == std::errc() && r.ptr == s.data() + s.size();
-}
-
-// What one reply said.
-struct Reply {
-  enum class Type { kArray, kError, kStatus, kOther } type = Type::kOther;
-  std::string_view text;      // kError / kStatus line (points into the receive buffer)
-  bool bad_value = false;     // an array element that is not a packed bucket value
-  std::string_view bad_text;  // that element
-};
-
-// Parses one reply at p; the bulk strings of an array reply are added into `acc` (a window
-// read's HMGET: nil for empty buckets). `consumed` is set on kDone.
-Parse parse_reply(const char* p, const char* end, Reply& r, Accumulator& acc, size_t& consumed) {
-  std::string_view line;
-  const char* cur = nullptr;
-  if (p >= end) return Parse::kIncomplete;
-  if (Parse s = line_at(p, end, line, cur); s != Parse::kDone) return s;
-  const char type = line.empty() ? 0 : line[0];
-  line.remove_prefix(line.empty() ? 0 : 1);
-  switch (type) {
-    case '-':
-    case '+':
-      r.type = type == '-' ? Reply::Type::kError : Reply::Type::kStatus;
-      r.text = line;
-      consumed = size_t(cur - p);
-      return Parse::kDone;
-    case ':':
-      r.type = Reply::Type::kOther;
-      consumed = size_t(cur - p);
-      return Parse::kDone;
-    case '$': {
-      long long len = 0;
-      if (!parse_int(line, len)) return Parse::kBad;
-      if (len >= 0) {
-        if (end - cur < len + 2) return Parse::kIncomplete;
-        cur += len + 2;
-      }
-      r.type = Reply::Type::kOther;
-      consumed = size_t(cur - p);
-      return Parse::kDone;
-    }
-    case '*': {
-      long long n = 0;
-      if (!parse_int(line, n)) return Parse::kBad;
-      r.type = n < 0 ? Reply::Type::kOther : Reply::Type::kArray;
-      acc = Accumulator{};
-      for (long long i = 0; i < n; ++i) {
-        std::string_view el;
-        if (Parse s = line_at(cur, end, el, cur); s != Parse::kDone) return s;
-        if (el.empty() || el[0] != '$') return Parse::kBad;  // HMGET answers bulk strings only
-        long long len = 0;
-        if (!parse_int(el.substr(1), len)) return Parse::kBad;
-        if (len < 0) continue;  // nil: no bucket
-        if (end - cur < len + 2) return Parse::kIncomplete;
-        const std::string_view value(cur, size_t(len));
-        if (!r.bad_value && !add_bucket_value(value, acc)) {
-          r.bad_value = true;
-          r.bad_text = value;
-        }
-        cur += len + 2;
-      }
-      consumed = size_t(cur - p);
-      return Parse::kDone;
-    }
-    default:
-      return Parse::kBad;
-  }
 }
 
 }  // namespace
@@ -194,18 +108,18 @@ bool WindowPipe::connect(std::string& error) {
     append_bulk(out_, conn_.auth.password);
     if (!send_all(out_, error)) return false;
     for (;;) {
-      Reply r;
+      resp::Reply r;
       Accumulator unused;
       size_t used = 0;
-      const Parse s = parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, unused, used);
-      if (s == Parse::kIncomplete) {
+      const resp::Parse s = resp::parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, unused, used);
+      if (s == resp::Parse::kIncomplete) {
         if (!receive(error)) return false;
         continue;
       }
-      if (s == Parse::kBad || r.type != Reply::Type::kStatus) {
+      if (s == resp::Parse::kBad || r.type != resp::Reply::Type::kStatus) {
         // The password never goes into the message.
         error = "redis " + ep_.to_string() + ": AUTH failed" +
-                (r.type == Reply::Type::kError ? ": " + std::string(r.text) : std::string());
+                (r.type == resp::Reply::Type::kError ? ": " + std::string(r.text) : std::string());
         close();
         return false;
       }
@@ -302,14 +216,14 @@ void WindowPipe::read(WindowReadOp* const* ops, size_t n) {
     if (send_all(out_, error)) {
       while (done < n) {
         WindowReadOp& op = *ops[done];
-        Reply r;
+        resp::Reply r;
         size_t used = 0;
-        const Parse s = parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, op.acc, used);
-        if (s == Parse::kIncomplete) {
+        const resp::Parse s = resp::parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, op.acc, used);
+        if (s == resp::Parse::kIncomplete) {
           if (!receive(error)) break;
           continue;
         }
-        if (s == Parse::kBad) {
+        if (s == resp::Parse::kBad) {
           error = "redis " + ep_.to_string() + ": protocol error";
           close();
           break;
@@ -317,9 +231,9 @@ void WindowPipe::read(WindowReadOp* const* ops, size_t n) {
         in_begin_ += used;
         op.error.clear();
         op.ok = false;
-        if (r.type == Reply::Type::kError) {
+        if (r.type == resp::Reply::Type::kError) {
           op.error = r.text;
-        } else if (r.type != Reply::Type::kArray) {
+        } else if (r.type != resp::Reply::Type::kArray) {
           op.error = "unexpected reply to the window read";
         } else if (r.bad_value) {
           op.error = "malformed bucket value '" + std::string(r.bad_text) + "'";

@@ -55,12 +55,14 @@ class Reader {
   void integer(const toml::table& t, const char* key, T& out, int64_t lo, int64_t hi) {
     const toml::node* n = t.get(key);
     if (!n) return;
-    auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v) return fail(*n, std::string(key) + ": expected an integer");
-    if (*v < lo || *v > hi)
-      return fail(*n, std::string(key) + ": " + std::to_string(*v) + " is out of range [" +
+    // The type first: value<int64_t>() of a float converts it (8e35 to int64_t is undefined
+    // behaviour; found by tests/fuzz/fuzz_agent_config).
+    if (!n->is_integer()) return fail(*n, std::string(key) + ": expected an integer");
+    const int64_t v = n->as_integer()->get();
+    if (v < lo || v > hi)
+      return fail(*n, std::string(key) + ": " + std::to_string(v) + " is out of range [" +
                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
-    out = static_cast<T>(*v);
+    out = static_cast<T>(v);
   }
   void number(const toml::table& t, const char* key, double& out, double lo, double hi) {
     const toml::node* n = t.get(key);

@@ -15,8 +15,10 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -24,6 +26,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "agent_core.hpp"
 #include "bpf_applier.hpp"
@@ -178,11 +181,27 @@ std::set<std::string> available_cc() {
   return out;
 }
 
+// PORT:BYTES[:B] with the config file's ranges (port 0..65535, response_bytes 1..2^63-1, b 1..2).
+// Each field is whole decimal digits: sscanf's %llu took "80:-5" as 2^64-5 bytes and ignored
+// anything after the numbers.
 bool parse_port_flag(const std::string& s, PortConfig& pc) {
-  unsigned port = 0, b = 1;
-  unsigned long long bytes = 0;
-  int n = std::sscanf(s.c_str(), "%u:%llu:%u", &port, &bytes, &b);
-  if (n < 2 || port > 65535 || bytes == 0 || b < 1 || b > 2) return false;
+  auto field = [](std::string_view text, uint64_t lo, uint64_t hi, uint64_t& out) {
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return !text.empty() && ec == std::errc() && end == text.data() + text.size() && out >= lo &&
+           out <= hi;
+  };
+  const std::string_view text(s);
+  const size_t c1 = text.find(':');
+  if (c1 == std::string_view::npos) return false;
+  const size_t c2 = text.find(':', c1 + 1);
+  const std::string_view b_text = c2 == std::string_view::npos ? "1" : text.substr(c2 + 1);
+  uint64_t port = 0, bytes = 0, b = 0;
+  if (!field(text.substr(0, c1), 0, 65535, port) ||
+      !field(
+          text.substr(c1 + 1, c2 == std::string_view::npos ? std::string_view::npos : c2 - c1 - 1),
+          1, INT64_MAX, bytes) ||
+      !field(b_text, 1, 2, b))
+    return false;
   pc.port = static_cast<uint16_t>(port);
   pc.response_bytes = bytes;
   pc.acked_per_ack = b;
@@ -381,7 +400,10 @@ int run(int argc, char** argv) {
       case 'p': {
         PortConfig pc;
         if (!parse_port_flag(val, pc)) {
-          std::fprintf(stderr, "spand-agent: --port '%s': expected PORT:BYTES[:B]\n", val.c_str());
+          std::fprintf(stderr,
+                       "spand-agent: --port '%s': expected PORT:BYTES[:B] (PORT 0..65535, BYTES "
+                       ">= 1, B 1 or 2)\n",
+                       val.c_str());
           return kExitUsage;
         }
         std::erase_if(cfg.ports, [&](const PortConfig& o) { return o.port == pc.port; });
@@ -432,8 +454,9 @@ int run(int argc, char** argv) {
         break;
       case kSampleIntervalMs: {
         char* end = nullptr;
+        errno = 0;
         unsigned long ms = std::strtoul(val.c_str(), &end, 10);
-        if (val.empty() || *end || ms < 10 || ms > 3600000) {
+        if (val.empty() || *end || errno || val[0] == '-' || ms < 10 || ms > 3600000) {
           std::fprintf(stderr, "spand-agent: --sample-interval-ms '%s': expected 10..3600000\n",
                        val.c_str());
           return kExitUsage;

@@ -92,6 +92,42 @@ TEST(Schema, BucketValueWithAndWithoutTheClientsMask) {
   EXPECT_EQ(acc.wc_clients, 0xffffffffu);
 }
 
+// A value that is not what a writer makes is malformed, and the accumulator is left alone: a
+// negative or non-finite field (a negative count or minimum RTT converted to an unsigned type is
+// undefined behaviour; NaN would spread to every mean), a minimum RTT beyond 32 bits, a newest
+// time with a sign (strtoull reads "-1" as 2^64-1, a clock in the far future).
+TEST(Schema, BucketValueOutOfRangeIsMalformed) {
+  const char* bad[] = {
+      "-3 54 1106 4 81250 18250 1700000017123456789 7 0 5 1763776510",
+      "3 nan 1106 4 81250 18250 1700000017123456789 7 0 5 1763776510",
+      "3 54 inf 4 81250 18250 1700000017123456789 7 0 5 1763776510",
+      "3 54 1106 4 81250 4294967296 1700000017123456789 7 0 5 1763776510",
+      "3 54 1106 1e30 81250 18250 1700000017123456789 7 0 5 1763776510",
+      "3 54 1106 4 81250 18250 -1 7 0 5 1763776510",
+      "3 54 1106 4 81250 18250 1700000017123456789 7 -1 5 1763776510",
+  };
+  for (const char* v : bad) {
+    Accumulator acc;
+    EXPECT_FALSE(add_bucket_value(v, acc)) << v;
+    EXPECT_EQ(acc.wc_count, 0u) << v;
+    EXPECT_EQ(acc.newest_ts_ns, 0u) << v;
+  }
+  Accumulator acc;  // the bounds themselves are accepted
+  EXPECT_TRUE(add_bucket_value("3 54 1106 4 81250 4294967295 18446744073709551615 7 0 5 1", acc));
+  EXPECT_EQ(acc.rtt_min_us, 4294967295u);
+}
+
+// An address with a NUL inside is refused (inet_pton would read up to the NUL only).
+TEST(Schema, CidrAndEndpointWithANulAreRefused) {
+  Prefix p;
+  EXPECT_FALSE(parse_cidr(std::string_view("198.51.100.0\0x/24", 17), p));
+  RedisEndpoint ep;
+  std::string error;
+  EXPECT_FALSE(parse_endpoint(std::string_view("127.0.0.1\0evil:6379", 19), ep, error));
+  EXPECT_NE(error.find("control character"), std::string::npos);
+  EXPECT_TRUE(parse_endpoint("127.0.0.1:6379", ep, error));
+}
+
 TEST(Schema, ScriptsHaveTheirSha) {
   for (const RedisScript* s : {&write_bucket_script(), &add_activity_script(), &top_script()}) {
     EXPECT_EQ(s->sha1.size(), 40u);
