@@ -3,55 +3,101 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 namespace spand {
 
 namespace {
 
-using nlohmann::ordered_json;
-
-ordered_json half_to_json(const HalfRecord& h) {
-  ordered_json j;
-  j["bytes"] = h.bytes;
-  j["unique_bytes"] = h.unique_bytes;
-  j["packets"] = h.packets;
-  j["data_packets"] = h.data_packets;
-  j["rexmt_packets"] = h.rexmt_packets;
-  j["rexmt_fast"] = h.rexmt_fast;
-  j["rexmt_timeout"] = h.rexmt_timeout;
-  j["rexmt_spurious"] = h.rexmt_spurious;
-  j["dsacks"] = h.dsacks;
-  j["reordered_packets"] = h.reordered_packets;
-  j["capture_dups"] = h.capture_dups;
-  j["loss_events_fast"] = h.loss_events_fast;
-  j["loss_events_timeout"] = h.loss_events_timeout;
-  j["rtt_count"] = h.rtt_count;
-  j["rtt_min_us"] = h.rtt_count ? ordered_json(h.rtt_min_us) : ordered_json(nullptr);
-  j["rtt_mean_us"] = h.rtt_count ? ordered_json(h.rtt_sum_us / h.rtt_count) : ordered_json(nullptr);
-  j["rtt_max_us"] = h.rtt_count ? ordered_json(h.rtt_max_us) : ordered_json(nullptr);
-  j["mss"] = h.mss;
-  j["wscale"] = h.wscale == 0xff ? ordered_json(nullptr) : ordered_json(h.wscale);
-  j["sack"] = h.sack_permitted;
-  j["timestamps"] = h.timestamps;
-  j["max_flight_segments"] = h.max_flight_segments;
-  j["wc_count"] = h.wc_count;
-  ordered_json wc = ordered_json::array();
-  ordered_json lim = ordered_json::array();
-  for (int i = 0; i < h.wc_kept; ++i) {
-    wc.push_back(h.wc_segments[i]);
-    lim.push_back(bool(h.wc_cwnd_limited_mask & (1u << i)));
+// Every key below is written as a literal with its punctuation: the order is the documented one
+// (docs/records.md), the same as when nlohmann::json built the objects.
+void half_json(JsonLine& j, const HalfRecord& h) {
+  j.lit("{\"bytes\":");
+  j.u64(h.bytes);
+  j.lit(",\"unique_bytes\":");
+  j.u64(h.unique_bytes);
+  j.lit(",\"packets\":");
+  j.u64(h.packets);
+  j.lit(",\"data_packets\":");
+  j.u64(h.data_packets);
+  j.lit(",\"rexmt_packets\":");
+  j.u64(h.rexmt_packets);
+  j.lit(",\"rexmt_fast\":");
+  j.u64(h.rexmt_fast);
+  j.lit(",\"rexmt_timeout\":");
+  j.u64(h.rexmt_timeout);
+  j.lit(",\"rexmt_spurious\":");
+  j.u64(h.rexmt_spurious);
+  j.lit(",\"dsacks\":");
+  j.u64(h.dsacks);
+  j.lit(",\"reordered_packets\":");
+  j.u64(h.reordered_packets);
+  j.lit(",\"capture_dups\":");
+  j.u64(h.capture_dups);
+  j.lit(",\"loss_events_fast\":");
+  j.u64(h.loss_events_fast);
+  j.lit(",\"loss_events_timeout\":");
+  j.u64(h.loss_events_timeout);
+  j.lit(",\"rtt_count\":");
+  j.u64(h.rtt_count);
+  if (h.rtt_count) {
+    j.lit(",\"rtt_min_us\":");
+    j.u64(h.rtt_min_us);
+    j.lit(",\"rtt_mean_us\":");
+    j.u64(h.rtt_sum_us / h.rtt_count);
+    j.lit(",\"rtt_max_us\":");
+    j.u64(h.rtt_max_us);
+  } else {
+    j.lit(",\"rtt_min_us\":null,\"rtt_mean_us\":null,\"rtt_max_us\":null");
   }
-  j["wc_segments"] = wc;
-  j["wc_cwnd_limited"] = lim;
-  j["md_ratio"] = h.md_permille ? ordered_json(h.md_permille / 1000.0) : ordered_json(nullptr);
-  j["first_data_ns"] = h.data_packets ? ordered_json(h.first_data_ns) : ordered_json(nullptr);
-  j["last_data_ns"] = h.data_packets ? ordered_json(h.last_data_ns) : ordered_json(nullptr);
-  return j;
+  j.lit(",\"mss\":");
+  j.u64(h.mss);
+  j.lit(",\"wscale\":");
+  if (h.wscale == 0xff) {
+    j.null();
+  } else {
+    j.u64(h.wscale);
+  }
+  j.lit(",\"sack\":");
+  j.boolean(h.sack_permitted);
+  j.lit(",\"timestamps\":");
+  j.boolean(h.timestamps);
+  j.lit(",\"max_flight_segments\":");
+  j.u64(h.max_flight_segments);
+  j.lit(",\"wc_count\":");
+  j.u64(h.wc_count);
+  j.lit(",\"wc_segments\":[");
+  for (int i = 0; i < h.wc_kept; ++i) {
+    if (i) j.lit(",");
+    j.u64(h.wc_segments[i]);
+  }
+  j.lit("],\"wc_cwnd_limited\":[");
+  for (int i = 0; i < h.wc_kept; ++i) {
+    if (i) j.lit(",");
+    j.boolean(h.wc_cwnd_limited_mask & (1u << i));
+  }
+  j.lit("],\"md_ratio\":");
+  if (h.md_permille) {
+    j.thousandths(h.md_permille);
+  } else {
+    j.null();
+  }
+  if (h.data_packets) {
+    j.lit(",\"first_data_ns\":");
+    j.u64(h.first_data_ns);
+    j.lit(",\"last_data_ns\":");
+    j.u64(h.last_data_ns);
+  } else {
+    j.lit(",\"first_data_ns\":null,\"last_data_ns\":null");
+  }
+  j.lit("}");
 }
 
-ordered_json opt_us(int64_t v) {
-  return v >= 0 ? ordered_json(v) : ordered_json(nullptr);
+void opt_us(JsonLine& j, int64_t v) {
+  if (v >= 0) {
+    j.i64(v);
+  } else {
+    j.null();
+  }
 }
 
 bool open_out(const std::string& path, FILE*& f, std::string& error) {
@@ -61,63 +107,117 @@ bool open_out(const std::string& path, FILE*& f, std::string& error) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     return false;
   }
+  // Records leave in large writes (a few system calls per MB).
+  if (f != stdout) std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
   return true;
 }
 
 }  // namespace
 
-std::string flow_to_json(const FlowRecord& f) {
-  ordered_json j;
-  j["client"] = addr_to_string(f.client);
-  j["client_port"] = f.client_port;
-  j["server"] = addr_to_string(f.server);
-  j["server_port"] = f.server_port;
-  j["ip_version"] = f.ip_version;
-  j["vlan"] = f.vlan;
-  j["handshake"] = f.handshake_seen;
-  j["first_ts_ns"] = f.first_ns;
-  j["last_ts_ns"] = f.last_ns;
-  j["hs_rtt_us"] = opt_us(f.hs_rtt_us);
-  j["syn_synack_us"] = opt_us(f.syn_synack_us);
-  j["synack_ack_us"] = opt_us(f.synack_ack_us);
+void flow_json(JsonLine& j, const FlowRecord& f) {
+  j.lit("{\"client\":");
+  j.addr(f.client);
+  j.lit(",\"client_port\":");
+  j.u64(f.client_port);
+  j.lit(",\"server\":");
+  j.addr(f.server);
+  j.lit(",\"server_port\":");
+  j.u64(f.server_port);
+  j.lit(",\"ip_version\":");
+  j.u64(f.ip_version);
+  j.lit(",\"vlan\":");
+  j.u64(f.vlan);
+  j.lit(",\"handshake\":");
+  j.boolean(f.handshake_seen);
+  j.lit(",\"first_ts_ns\":");
+  j.u64(f.first_ns);
+  j.lit(",\"last_ts_ns\":");
+  j.u64(f.last_ns);
+  j.lit(",\"hs_rtt_us\":");
+  opt_us(j, f.hs_rtt_us);
+  j.lit(",\"syn_synack_us\":");
+  opt_us(j, f.syn_synack_us);
+  j.lit(",\"synack_ack_us\":");
+  opt_us(j, f.synack_ack_us);
   // The server's data measures the path to the client; these summarize it.
   const HalfRecord& s = f.s2c;
-  j["rtt_count"] = s.rtt_count;
-  j["rtt_min_us"] = s.rtt_count ? ordered_json(s.rtt_min_us) : ordered_json(nullptr);
-  j["rtt_mean_us"] = s.rtt_count ? ordered_json(s.rtt_sum_us / s.rtt_count) : ordered_json(nullptr);
-  j["rtt_max_us"] = s.rtt_count ? ordered_json(s.rtt_max_us) : ordered_json(nullptr);
+  j.lit(",\"rtt_count\":");
+  j.u64(s.rtt_count);
+  if (s.rtt_count) {
+    j.lit(",\"rtt_min_us\":");
+    j.u64(s.rtt_min_us);
+    j.lit(",\"rtt_mean_us\":");
+    j.u64(s.rtt_sum_us / s.rtt_count);
+    j.lit(",\"rtt_max_us\":");
+    j.u64(s.rtt_max_us);
+  } else {
+    j.lit(",\"rtt_min_us\":null,\"rtt_mean_us\":null,\"rtt_max_us\":null");
+  }
   // Tstat's server completion time: first to last data segment from the server.
-  j["completion_time_us"] = s.data_packets ? ordered_json((s.last_data_ns - s.first_data_ns) / 1000)
-                                           : ordered_json(nullptr);
-  j["close_reason"] = close_reason_name(f.close);
-  j["c2s"] = half_to_json(f.c2s);
-  j["s2c"] = half_to_json(f.s2c);
-  return j.dump();
+  j.lit(",\"completion_time_us\":");
+  if (s.data_packets) {
+    j.u64((s.last_data_ns - s.first_data_ns) / 1000);
+  } else {
+    j.null();
+  }
+  j.lit(",\"close_reason\":");
+  j.str(close_reason_name(f.close));
+  j.lit(",\"c2s\":");
+  half_json(j, f.c2s);
+  j.lit(",\"s2c\":");
+  half_json(j, f.s2c);
+  j.lit("}");
+}
+
+void sample_json(JsonLine& j, const Sample& s, const PrefixConfig& cfg) {
+  j.lit("{\"ts_ns\":");
+  j.u64(s.ts_ns);
+  j.lit(",\"kind\":");
+  j.str(s.kind == SampleKind::kWc ? "wc" : s.kind == SampleKind::kDecrease ? "decrease" : "rtt");
+  j.lit(",\"prefix\":");
+  const Prefix pre = prefix_of(s.client, cfg);
+  j.prefix(pre.net, pre.len);
+  j.lit(",\"client\":");
+  j.addr(s.client);
+  j.lit(",\"client_port\":");
+  j.u64(s.client_port);
+  j.lit(",\"server\":");
+  j.addr(s.server);
+  j.lit(",\"server_port\":");
+  j.u64(s.server_port);
+  if (s.kind == SampleKind::kWc) {
+    j.lit(",\"wc_segments\":");
+    j.u64(s.value);
+    j.lit(",\"reason\":");
+    j.str(wc_reason_name(s.wc_reason));
+    j.lit(",\"cwnd_limited\":");
+    j.boolean(s.cwnd_limited);
+  } else if (s.kind == SampleKind::kDecrease) {
+    j.lit(",\"md_ratio\":");
+    j.thousandths(s.value);
+  } else {
+    j.lit(",\"rtt_us\":");
+    j.u64(s.value);
+    j.lit(",\"source\":");
+    j.str(rtt_source_name(s.rtt_source));
+  }
+  if (s.origin == SampleOrigin::kAgent) {
+    j.lit(",\"origin\":\"agent\"}");
+  } else {
+    j.lit(",\"origin\":\"gateway\"}");
+  }
+}
+
+std::string flow_to_json(const FlowRecord& f) {
+  JsonLine j;
+  flow_json(j, f);
+  return std::string(j.view());
 }
 
 std::string sample_to_json(const Sample& s, const PrefixConfig& cfg) {
-  ordered_json j;
-  j["ts_ns"] = s.ts_ns;
-  j["kind"] = s.kind == SampleKind::kWc         ? "wc"
-              : s.kind == SampleKind::kDecrease ? "decrease"
-                                                : "rtt";
-  j["prefix"] = prefix_of(s.client, cfg).to_string();
-  j["client"] = addr_to_string(s.client);
-  j["client_port"] = s.client_port;
-  j["server"] = addr_to_string(s.server);
-  j["server_port"] = s.server_port;
-  if (s.kind == SampleKind::kWc) {
-    j["wc_segments"] = s.value;
-    j["reason"] = wc_reason_name(s.wc_reason);
-    j["cwnd_limited"] = s.cwnd_limited;
-  } else if (s.kind == SampleKind::kDecrease) {
-    j["md_ratio"] = s.value / 1000.0;
-  } else {
-    j["rtt_us"] = s.value;
-    j["source"] = rtt_source_name(s.rtt_source);
-  }
-  j["origin"] = s.origin == SampleOrigin::kAgent ? "agent" : "gateway";
-  return j.dump();
+  JsonLine j;
+  sample_json(j, s, cfg);
+  return std::string(j.view());
 }
 
 Collector::Collector(const OutputOptions& opts) : opts_(opts) {}
@@ -138,8 +238,9 @@ void Collector::drain(Worker& w) {
     if (s.kind != SampleKind::kNewConnection) {
       if (is_aggregated(s.kind)) prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
       if (samples_) {
-        if (!samples_failed_ && write_line(samples_, sample_to_json(s, opts_.prefix),
-                                           samples_failed_, opts_.samples_path)) {
+        line_.clear();
+        sample_json(line_, s, opts_.prefix);
+        if (!samples_failed_ && write_line(samples_, line_, samples_failed_, opts_.samples_path)) {
           ++samples_written_;
         } else {
           ++samples_lost_;
@@ -151,7 +252,9 @@ void Collector::drain(Worker& w) {
   FlowRecord r;
   while (w.flows().pop(r)) {
     if (!flows_) continue;
-    if (!flows_failed_ && write_line(flows_, flow_to_json(r), flows_failed_, opts_.flows_path)) {
+    line_.clear();
+    flow_json(line_, r);
+    if (!flows_failed_ && write_line(flows_, line_, flows_failed_, opts_.flows_path)) {
       ++flows_written_;
     } else {
       ++flows_lost_;
@@ -166,12 +269,13 @@ void Collector::drain(Worker& w) {
   }
 }
 
-bool Collector::write_line(FILE* f, const std::string& line, bool& failed,
-                           const std::string& path) {
+bool Collector::write_line(FILE* f, JsonLine& line, bool& failed, const std::string& path) {
   // Buffered: an error shows up here when the buffer is written out (or at flush()); the
-  // records in a buffer that failed are counted as written, the loss is still reported.
-  if (std::fwrite(line.data(), 1, line.size(), f) == line.size() && std::fputc('\n', f) != EOF)
-    return true;
+  // records in a buffer that failed are counted as written, the loss is still reported. Only
+  // this thread writes the outputs: no stdio lock per line.
+  line.lit("\n");
+  const std::string_view text = line.view();
+  if (fwrite_unlocked(text.data(), 1, text.size(), f) == text.size()) return true;
   failed = true;
   std::fprintf(stderr, "spand-gateway: writing '%s': %s; no more records go there\n", path.c_str(),
                std::strerror(errno));

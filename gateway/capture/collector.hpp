@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "capture/json_line.hpp"
 #include "dataplane/flow_record.hpp"
 #include "dataplane/prefix.hpp"
 #include "dataplane/sample.hpp"
@@ -21,8 +22,11 @@ struct OutputOptions {
   PrefixConfig prefix;
 };
 
-// Serializes one record as a single JSON object line (no trailing newline). Field names are the
-// documented, stable ones (README, "Flow records" and "Sample records").
+// Serializes one record as a single JSON object line (no trailing newline), appended to `j`.
+// Field names are the documented, stable ones (docs/records.md).
+void flow_json(JsonLine& j, const FlowRecord& f);
+void sample_json(JsonLine& j, const Sample& s, const PrefixConfig& cfg);
+// The same as a string (tests, tools).
 std::string flow_to_json(const FlowRecord& f);
 std::string sample_to_json(const Sample& s, const PrefixConfig& cfg);
 
@@ -68,7 +72,8 @@ class Collector {
   bool flows_failed_ = false;
   bool samples_failed_ = false;
   // Writes one line; false once the output has failed (reported on stderr once).
-  bool write_line(FILE* f, const std::string& line, bool& failed, const std::string& path);
+  bool write_line(FILE* f, JsonLine& line, bool& failed, const std::string& path);
+  JsonLine line_;  // the record being written, reused
   std::unordered_map<Prefix, Accumulator, PrefixHash> prefixes_;
   std::function<void(const Sample&)> hook_;
   double elapsed_s_ = 0;

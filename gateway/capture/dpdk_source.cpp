@@ -590,7 +590,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       poll_once(c);
       if (++passes % 64 == 0 || rings_need_drain(*c.worker)) {
         out.drain(*c.worker);
-        c.worker->commit_loss_states_ahead();  // here between bursts, not at a fault in one
+        c.worker->commit_ahead();  // here between bursts, not at a fault in one
         maybe_progress();
       }
     }
@@ -613,7 +613,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       const uint64_t before = out.flows_written() + out.samples_written();
       for (auto& c : ctxs) {
         out.drain(*c->worker);
-        c->worker->commit_loss_states_ahead();
+        c->worker->commit_ahead();
       }
       if (all_done) break;  // the drain above came after every finish()
       maybe_progress();
@@ -657,7 +657,7 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
       nb_workers, nb_workers == 1 ? "" : "s", cpu_s,
       cpu_s > 0 ? static_cast<double>(rx_packets) / cpu_s / 1e6 : 0.0);
   // Page faults on the packet path stall a live port's queues: the table and the LossStates
-  // ahead of use are committed outside it (prefault at start, then commit_loss_states_ahead()).
+  // ahead of use are committed outside it (prefault at start, then commit_ahead()).
   std::fprintf(stderr,
                "dpdk: %llu page faults on the polling threads while polling; LossState memory "
                "committed for %llu directions\n",

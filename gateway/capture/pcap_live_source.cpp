@@ -157,8 +157,10 @@ SourceStatus run_live_source(const SourceOptions& opts, Collector& out, std::str
       pc = nullptr;
       continue;
     }
-    // Between blocks: the host clock moves the worker's (timeouts on a quiet link).
+    // Between blocks: the host clock moves the worker's (timeouts on a quiet link), and flow and
+    // loss memory is committed ahead of the most in use (no page fault in a block).
     worker.advance_time(realtime_ns());
+    worker.commit_ahead();
     const uint64_t written = out.flows_written() + out.samples_written();
     out.drain(worker);
     // Whole lines for a reader that follows the outputs while the gateway runs.

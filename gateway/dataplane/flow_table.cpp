@@ -6,16 +6,14 @@
 
 namespace spand {
 
-FlowTable::FlowTable(uint32_t capacity, bool prefault)
+FlowTable::FlowTable(uint32_t capacity, uint32_t prefault_flows)
     : capacity_(capacity < 1 ? 1 : capacity),
       // Load factor at most 0.8 keeps linear-probe chains short.
       slots_(capacity_ + capacity_ / 4 + 2),
-      tags_(static_cast<uint32_t*>(map_zeroed(size_t(slots_) * sizeof(uint32_t),
-                                              prefault ? size_t(slots_) * sizeof(uint32_t) : 0)),
-            Unmap{size_t(slots_) * sizeof(uint32_t)}),
-      flows_(static_cast<Flow*>(map_zeroed(size_t(slots_) * sizeof(Flow),
-                                           prefault ? size_t(slots_) * sizeof(Flow) : 0)),
-             Unmap{size_t(slots_) * sizeof(Flow)}) {}
+      table_(static_cast<Slot*>(map_zeroed(size_t(slots_) * sizeof(Slot),
+                                           prefault_flows ? size_t(slots_) * sizeof(Slot) : 0)),
+             Unmap{size_t(slots_) * sizeof(Slot)}),
+      pool_(capacity_, prefault_flows) {}
 
 uint32_t FlowTable::pick_victim(uint32_t hash, bool syn_newcomer) const {
   // Rank: SYN-only (half-open) first, then unverified (lone ACKs), then verified; least recently
@@ -26,13 +24,13 @@ uint32_t FlowTable::pick_victim(uint32_t hash, bool syn_newcomer) const {
   uint32_t seen = 0;
   uint32_t i = home(tag_of(hash));
   for (uint32_t steps = 0; seen < kEvictWindow && steps < slots_; ++steps, i = next(i)) {
-    if (tags_[i] == kEmpty) continue;  // full table: empty slots are rare, skip over them
+    if (table_[i].tag == kEmpty) continue;  // full table: empty slots are rare, skip over them
     ++seen;
-    const Flow& f = flows_[i];
+    const Flow& f = pool_.at(table_[i].flow);
     const int rank = f.phase == FlowPhase::kSynOnly ? 0 : f.verified ? 2 : 1;
     if (!syn_newcomer && rank != 1) continue;
     if (best == UINT32_MAX || rank < best_rank ||
-        (rank == best_rank && f.last_ns < flows_[best].last_ns)) {
+        (rank == best_rank && f.last_ns < pool_.at(table_[best].flow).last_ns)) {
       best = i;
       best_rank = rank;
     }
@@ -40,22 +38,30 @@ uint32_t FlowTable::pick_victim(uint32_t hash, bool syn_newcomer) const {
   return best;
 }
 
+uint32_t FlowTable::slot_of(const Flow& f, uint32_t hash) const {
+  // The flow's probe run from its home slot holds it: found without comparing keys.
+  const uint32_t index = pool_.index_of(f);
+  uint32_t i = home(tag_of(hash));
+  while (table_[i].flow != index || table_[i].tag == kEmpty) i = next(i);
+  return i;
+}
+
 void FlowTable::erase_slot(uint32_t i) {
   // Backward-shift deletion: pull later members of the probe run into the hole so lookups never
   // stop early at it.
+  pool_.give_back(table_[i].flow);
   uint32_t hole = i;
   for (uint32_t j = next(i);; j = next(j)) {
-    if (tags_[j] == kEmpty) break;
-    const uint32_t h = home(tags_[j]);
+    if (table_[j].tag == kEmpty) break;
+    const uint32_t h = home(table_[j].tag);
     // Slot j may move to `hole` if its home is not in the cyclic range (hole, j].
     const bool home_in_range = hole <= j ? (h > hole && h <= j) : (h > hole || h <= j);
     if (!home_in_range) {
-      tags_[hole] = tags_[j];
-      flows_[hole] = flows_[j];
+      table_[hole] = table_[j];
       hole = j;
     }
   }
-  tags_[hole] = kEmpty;
+  table_[hole].tag = kEmpty;
   --size_;
 }
 

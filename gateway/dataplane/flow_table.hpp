@@ -1,6 +1,12 @@
-// Per-worker connection table: open addressing with linear probing over a preallocated slot
-// array, a 32-bit tag array probed first (cache friendly), backward-shift deletion (no
+// Per-worker connection table: open addressing with linear probing over an array of 8-byte slots
+// (a 32-bit probe tag and the index of the flow in a pool), backward-shift deletion (no
 // tombstones). Never allocates after construction; one owner thread, no locks.
+//
+// Memory follows the load: the slot array is small (8 B per slot, 1.25 slots per connection of
+// capacity) and the flows themselves (320 B each) live in a StatePool that commits only the most
+// ever in use at once, so a replay of 50,000 connections costs 50,000 flows whatever the capacity.
+// The slots keep the geometry of a table with one flow per slot (the same home slots, probe runs,
+// sweep order and victims), so the table's outputs do not depend on where flows are stored.
 //
 // Full-table policy: the table refuses to grow past `capacity` live flows. A new connection then
 // evicts the least recently seen flow among the first kEvictWindow occupied slots of its probe
@@ -12,11 +18,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
-#include <new>
 
 #include "dataplane/flow.hpp"
+#include "dataplane/state_pool.hpp"
 #include "dataplane/table_memory.hpp"
 
 namespace spand {
@@ -25,29 +30,53 @@ class FlowTable {
  public:
   static constexpr uint32_t kEvictWindow = 8;
 
-  // `prefault`: commit all memory now instead of as slots are first used.
-  explicit FlowTable(uint32_t capacity, bool prefault = false);
+  // `prefault_flows`: flows whose memory is committed now, and kept committed that far ahead of
+  // the most ever in use by commit_ahead() (a live port: no page fault on the packet path); the
+  // slot array is then committed whole. 0: everything is committed as first used (files).
+  explicit FlowTable(uint32_t capacity, uint32_t prefault_flows = 0);
 
   uint32_t capacity() const { return capacity_; }
   uint32_t size() const { return size_; }
   uint32_t slots() const { return slots_; }
-  size_t memory_bytes() const { return size_t(slots_) * (sizeof(Flow) + sizeof(uint32_t)); }
+  // Reserved address space: the slot array and a flow for every connection of capacity (only
+  // what is used is committed).
+  size_t memory_bytes() const {
+    return size_t(slots_) * sizeof(Slot) + size_t(capacity_) * (sizeof(Flow) + sizeof(uint32_t));
+  }
+  uint32_t flows_peak() const { return pool_.peak_in_use(); }  // flows ever committed
+  // Control side (another thread): see StatePool::commit_ahead(); `peak_seen` is the owner's
+  // published flows_peak().
+  uint32_t commit_ahead(uint32_t peak_seen) { return pool_.commit_ahead(peak_seen); }
+  uint32_t flows_committed() const { return pool_.committed(); }
 
   Flow* find(const FlowKey& key, uint32_t hash) {
     const uint32_t tag = tag_of(hash);
     for (uint32_t i = home(tag);; i = next(i)) {
-      const uint32_t t = tags_[i];
-      if (t == kEmpty) return nullptr;
-      if (t == tag && flows_[i].key == key) return &flows_[i];
+      const Slot s = table_[i];
+      if (s.tag == kEmpty) return nullptr;
+      if (s.tag == tag) {
+        Flow& f = pool_.at(s.flow);
+        if (f.key == key) return &f;
+      }
     }
   }
 
-  // Starts loading the probe tag and the home slot of `hash` into the cache.
-  void prefetch(uint32_t hash) const {
-    const uint32_t i = home(tag_of(hash));
-    __builtin_prefetch(&tags_[i]);
-    const char* line = reinterpret_cast<const char*>(&flows_[i]);
-    for (size_t off = 0; off < sizeof(Flow); off += 64) __builtin_prefetch(line + off);
+  // Starts loading the home slot of `hash` into the cache.
+  void prefetch(uint32_t hash) const { __builtin_prefetch(&table_[home(tag_of(hash))]); }
+  // Once the slot is in (prefetch() some packets earlier): starts loading the lines of the flow
+  // whose tag matches, if any.
+  void prefetch_flow(uint32_t hash) const {
+    const uint32_t tag = tag_of(hash);
+    uint32_t i = home(tag);
+    for (int n = 0; n < 4; ++n, i = next(i)) {
+      const Slot s = table_[i];
+      if (s.tag == kEmpty) return;
+      if (s.tag == tag) {
+        const char* line = reinterpret_cast<const char*>(&pool_.at(s.flow));
+        for (size_t off = 0; off < sizeof(Flow); off += 64) __builtin_prefetch(line + off);
+        return;
+      }
+    }
   }
 
   // Inserts a new, zeroed flow for `key` (not present). When full, `on_evict(Flow&)` is called on
@@ -59,21 +88,22 @@ class FlowTable {
     if (size_ >= capacity_) {
       uint32_t victim = pick_victim(hash, syn_newcomer);
       if (victim == UINT32_MAX) return nullptr;
-      on_evict(flows_[victim]);
+      on_evict(pool_.at(table_[victim].flow));
       erase_slot(victim);
     }
     const uint32_t tag = tag_of(hash);
     uint32_t i = home(tag);
-    while (tags_[i] != kEmpty) i = next(i);
-    tags_[i] = tag;
-    Flow* f = new (&flows_[i]) Flow{};  // slot memory is raw until first use (see constructor)
+    while (table_[i].tag != kEmpty) i = next(i);
+    const uint32_t index = pool_.take();  // never 0: at most capacity_ flows are held
+    table_[i] = Slot{tag, index};
+    Flow* f = &pool_.at(index);
     f->key = key;
     ++size_;
     return f;
   }
 
-  // Removes a flow returned by find()/insert(). Pointers to other flows may move.
-  void erase(Flow* f) { erase_slot(static_cast<uint32_t>(f - flows_.get())); }
+  // Removes a flow returned by find()/insert() for `hash`. Other flows stay where they are.
+  void erase(Flow* f, uint32_t hash) { erase_slot(slot_of(*f, hash)); }
 
   // Visits up to `budget` slots from a rotating cursor; `fn(Flow&)` returns true to erase it.
   // Spreads timeout scanning over packets instead of a stop-the-world sweep.
@@ -81,15 +111,15 @@ class FlowTable {
   void sweep(uint32_t budget, Fn&& fn) {
     while (budget-- > 0) {
       const uint32_t i = cursor_;
-      // The slot visited kSweepAhead packets from now: its tag and first line (key, phase,
-      // last_ns) arrive meanwhile instead of stalling then.
+      // The slot visited kSweepAhead packets from now arrives meanwhile, and the first line
+      // (key, phase, last_ns) of the flow in the slot half as far ahead (its slot is in by now).
       uint32_t ahead = i + kSweepAhead;
-      if (ahead >= slots_) ahead -= slots_;
-      if (ahead < slots_) {
-        __builtin_prefetch(&tags_[ahead]);
-        __builtin_prefetch(&flows_[ahead]);
-      }
-      if (tags_[i] != kEmpty && fn(flows_[i])) {
+      if (ahead >= slots_) ahead %= slots_;
+      __builtin_prefetch(&table_[ahead]);
+      uint32_t half = i + kSweepAhead / 2;
+      if (half >= slots_) half %= slots_;
+      if (table_[half].tag != kEmpty) pool_.prefetch(table_[half].flow);
+      if (table_[i].tag != kEmpty && fn(pool_.at(table_[i].flow))) {
         erase_slot(i);  // a later flow may shift into slot i: look at i again
         continue;
       }
@@ -104,8 +134,8 @@ class FlowTable {
   uint32_t erase_some(uint32_t budget, Fn&& fn) {
     while (budget > 0 && size_ > 0) {
       const uint32_t i = cursor_;
-      if (tags_[i] != kEmpty) {
-        fn(flows_[i]);
+      if (table_[i].tag != kEmpty) {
+        fn(pool_.at(table_[i].flow));
         erase_slot(i);  // a later flow may shift into slot i: look at i again
         --budget;
       } else {
@@ -116,22 +146,27 @@ class FlowTable {
   }
 
  private:
+  struct Slot {
+    uint32_t tag;   // kEmpty, or the flow's hash with the low bit set
+    uint32_t flow;  // index in pool_
+  };
   static constexpr uint32_t kEmpty = 0;
-  static constexpr uint32_t kSweepAhead = 8;
+  static constexpr uint32_t kSweepAhead = 16;
   static uint32_t tag_of(uint32_t hash) { return hash | 1u; }  // never kEmpty
   // Home slot of a tag (Lemire's multiply-shift range reduction: any slot count works). Tags
   // keep the hash, so deletion never rehashes keys.
   uint32_t home(uint32_t tag) const { return uint32_t((uint64_t(tag) * slots_) >> 32); }
   uint32_t next(uint32_t i) const { return i + 1 == slots_ ? 0 : i + 1; }
   uint32_t pick_victim(uint32_t hash, bool syn_newcomer) const;
+  uint32_t slot_of(const Flow& f, uint32_t hash) const;
   void erase_slot(uint32_t i);
 
   uint32_t capacity_;
   uint32_t slots_;
   uint32_t size_ = 0;
   uint32_t cursor_ = 0;
-  std::unique_ptr<uint32_t[], Unmap> tags_;
-  std::unique_ptr<Flow[], Unmap> flows_;
+  std::unique_ptr<Slot[], Unmap> table_;
+  StatePool<Flow> pool_;
 };
 
 }  // namespace spand

@@ -9,9 +9,9 @@ namespace spand {
 
 // Zero pages on demand (not new[]: memory is committed only as it is used), in transparent huge
 // pages where the kernel allows: a lookup lands on a random slot, which with 4 KiB pages means a
-// page walk as well (huge pages made the packet loop about 1.6x faster). Hashing spreads even a
-// few thousand flows over every 2 MiB region, so a busy table commits all of its memory_bytes()
-// early: the price of the speed (README, "Roles, keys and tables").
+// page walk as well (huge pages made the packet loop about 1.6x faster). The flow table's slots
+// are 8 bytes and its flows are in a StatePool filled from the low end, so what hashing spreads
+// over every page is small (README, "Roles, keys and tables").
 void* map_zeroed(size_t bytes, size_t prefault_bytes) {
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

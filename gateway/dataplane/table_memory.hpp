@@ -1,6 +1,6 @@
 // Memory for the data plane's preallocated tables: anonymous zero pages, in transparent huge pages
 // where the kernel allows, committed as first used or ahead of use. Called when a table is built
-// and from the control lcore (LossPool::commit_ahead), never per packet: the data plane's only
+// and from the control lcore (StatePool::commit_ahead), never per packet: the data plane's only
 // system calls.
 #pragma once
 

@@ -16,7 +16,6 @@
 namespace spand {
 
 struct WorkerCounters;
-class LossPool;
 
 struct TrackerConfig {
   uint32_t min_rto_us = 200'000;          // Linux TCP_RTO_MIN; below it a resend is not a timeout

@@ -1,5 +1,7 @@
 #include "dataplane/worker.hpp"
 
+#include <algorithm>
+
 #include "dataplane/flow_table.hpp"
 #include "dataplane/parse.hpp"
 #include "dataplane/tracker.hpp"
@@ -27,6 +29,7 @@ void WorkerCounters::add(const WorkerCounters& o) {
   ring_full_samples += o.ring_full_samples;
   ring_full_flows += o.ring_full_flows;
   active_flows += o.active_flows;
+  flows_peak += o.flows_peak;
   tcp_option_errors += o.tcp_option_errors;
   orphan_resets += o.orphan_resets;
   loss_states += o.loss_states;
@@ -52,7 +55,10 @@ Worker::Worker(const WorkerConfig& cfg)
       hash_secret_(FlowHashSecret::from_seed(cfg.hash_seed)),
       samples_(new SpscRing<Sample>(cfg.ring_capacity)),
       flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
-      table_(new FlowTable(cfg.flow_capacity, cfg.prefault_table)),
+      // A live port commits flows for one connection of capacity in eight at start, and keeps
+      // that margin ahead of the most ever held (commit_ahead()); a replay commits as it goes.
+      table_(new FlowTable(cfg.flow_capacity,
+                           cfg.prefault_table ? std::max(cfg.flow_capacity / 8, 1u) : 0)),
       // Two per slot: never short while the table holds the flows. A live port commits states
       // for one connection in eight at start (LossPool: only the peak in use is ever committed).
       loss_pool_(new LossPool(2 * table_->slots(), cfg.prefault_table ? table_->slots() / 8 : 0)),
@@ -61,9 +67,10 @@ Worker::Worker(const WorkerConfig& cfg)
 
 Worker::~Worker() = default;
 
-uint32_t Worker::commit_loss_states_ahead() {
-  // A plain read of a counter the worker publishes (as total_counters()): a stale value only
+uint32_t Worker::commit_ahead() {
+  // Plain reads of counters the worker publishes (as total_counters()): a stale value only
   // delays the commit to the next call.
+  table_->commit_ahead(uint32_t(counters_.flows_peak));
   return loss_pool_->commit_ahead(uint32_t(counters_.loss_states_peak));
 }
 
@@ -137,6 +144,8 @@ void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, ui
 }
 
 void Worker::flush_staged() {
+  // The staged packets' slots were prefetched as they were staged: now the flows they point to.
+  for (uint32_t i = 0; i < staged_count_; ++i) table_->prefetch_flow(staged_[i].hash);
   for (uint32_t i = 0; i < staged_count_; ++i) {
     const Staged& st = staged_[i];
     track(st.pkt, st.key, st.hash, st.src_is_lo);
@@ -167,12 +176,12 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
     tracker_->close(*f, r);
     if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
     ++counters_.flows_closed;
-    table_->erase(f);
+    table_->erase(f, hash);
     f = nullptr;
   }
   if (f && Tracker::is_new_incarnation(*f, p, src_is_lo)) {
     tracker_->close(*f, expiry_reason(*f));
-    table_->erase(f);
+    table_->erase(f, hash);
     ++counters_.flows_closed;
     f = nullptr;
   }
@@ -193,6 +202,7 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
       return;
     }
     ++counters_.flows_created;
+    counters_.flows_peak = table_->flows_peak();
     tracker_->on_new_flow(*f, p, src_is_lo);
   }
   tracker_->on_packet(*f, p, src_is_lo);

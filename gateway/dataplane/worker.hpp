@@ -49,10 +49,11 @@ struct WorkerCounters {
   uint64_t ring_full_samples = 0;  // samples lost because the control side lagged
   uint64_t ring_full_flows = 0;    // flow records lost for the same reason
   uint64_t active_flows = 0;
-  uint64_t tcp_option_errors = 0;      // segments kept with malformed options skipped
-  uint64_t orphan_resets = 0;          // RST for a connection not in the table (not tracked)
-  uint64_t loss_states = 0;            // directions holding a LossState now (set by the tracker)
-  uint64_t loss_states_peak = 0;       // the most held at once
+  uint64_t flows_peak = 0;         // flows whose memory the table has used: the most held at once
+  uint64_t tcp_option_errors = 0;  // segments kept with malformed options skipped
+  uint64_t orphan_resets = 0;      // RST for a connection not in the table (not tracked)
+  uint64_t loss_states = 0;        // directions holding a LossState now (set by the tracker)
+  uint64_t loss_states_peak = 0;   // the most held at once
   uint64_t loss_states_exhausted = 0;  // LossStates refused by a full pool (never expected)
   uint64_t rtt_below_resolution = 0;   // RTT samples not emitted: under the clock's resolution
   // W_c samples not emitted because the flight was not sound (dataplane/README.md, "Sound
@@ -76,7 +77,6 @@ class Worker;
 WorkerCounters total_counters(const std::vector<const Worker*>& workers);
 
 class FlowTable;
-class LossPool;
 struct Flow;
 
 class Worker {
@@ -137,10 +137,11 @@ class Worker {
   // State per tracked connection (one Flow), and the whole table's preallocated footprint.
   // Directions that saw a gap, a resend or a loss hold a LossState more (loss_state_bytes()
   // each) while the flow lives.
-  // Control side (another thread than the worker's): commits LossState memory ahead of the
-  // worker's published peak (LossPool::commit_ahead), so that a live port's packet path takes no
-  // page fault as more connections go through losses. Returns the states committed.
-  uint32_t commit_loss_states_ahead();
+  // Control side (another thread than the worker's, or the worker's between packets): commits
+  // flow and LossState memory ahead of the worker's published peaks (StatePool::commit_ahead), so
+  // that a live port's packet path takes no page fault as more connections arrive or go through
+  // losses. Returns the LossStates committed.
+  uint32_t commit_ahead();
   uint32_t loss_states_committed() const;  // control side
   static size_t bytes_per_flow();
   static size_t loss_state_bytes();

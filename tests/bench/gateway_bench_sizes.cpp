@@ -1,5 +1,6 @@
 // Prints the gateway's per-connection state size for gateway_bench.sh: the flow entry itself and
-// what the flow table reserves per slot (entry + probe tag) at the default capacity.
+// the address space the flow table reserves at the default capacity (slots and the flow pool;
+// only what is used is committed).
 #include <cstdio>
 
 #include "dataplane/worker.hpp"
