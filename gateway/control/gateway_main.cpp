@@ -156,6 +156,9 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   cg->add_option("--redis-password-file", ctl.redis_password_file,
                  "Read the Redis password from this file");
+  cg->add_option("--redis-key-prefix", ctl.redis_key_prefix,
+                 "First part of every Redis key: deployments sharing one Redis use one each "
+                 "(the Cluster hash tag follows it)");
   cg->add_option("--flush-interval-ms", ctl.flush_interval_ms, "Flush accumulators this often")
       ->default_val(ctl.flush_interval_ms)
       ->check(CLI::Range(1u, 3'600'000u));

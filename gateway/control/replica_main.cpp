@@ -52,6 +52,9 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--redis-password-file", c.redis_password_file,
                  "read the Redis password from this file");
+  app.add_option("--redis-key-prefix", c.redis_key_prefix,
+                 "First part of every Redis key: deployments sharing one Redis use one each "
+                 "(the Cluster hash tag follows it)");
   app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")->capture_default_str();
   app.add_option("--metrics-listen", c.metrics_listen,
                  "Prometheus /metrics listen address (empty: none)");

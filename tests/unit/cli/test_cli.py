@@ -75,6 +75,9 @@ def test_bad_option_exits_2(name, bad):
     ("spand-gateway", ["--window-s", "0"]),
     ("spand-estimates", ["--bucket-s", "x"]),
     ("spand-estimates", ["--clock", "sundial"]),
+    ("spand-estimates", ["--redis", "redis://127.0.0.1:1", "--redis-key-prefix", "a{b}"]),
+    ("spand-gateway", ["--pcap", PCAP, "--redis", "redis://127.0.0.1:1",
+                       "--redis-key-prefix", ""]),
     ("spand-agent", ["--prefix-len-v4", "33", "-f", "/dev/null", "-p", "80:1000"]),
 ])
 def test_bad_values_exit_2(name, args):
