@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "spand/v1/estimates.grpc.pb.h"
+#include "spand_version.hpp"
 #include "spandctl_cwnd.h"
 
 namespace {
@@ -47,6 +48,7 @@ const char* const kHelp =
     "  --server HOST:PORT  estimate server (default $SPAND_SERVER, else 127.0.0.1:50051)\n"
     "  --json              JSON output (get, top: one array; watch: one object per line)\n"
     "  --timeout-ms MS     deadline of each unary call (default 5000)\n"
+    "  --version           print the version, the git revision and gRPC's version\n"
     "exit status: 0 ok, 1 the server returned an error or is unreachable, 2 bad usage\n";
 
 struct Globals {
@@ -318,6 +320,9 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "-h" || a == "--help" || a == "help") {
       std::cout << kHelp;
+      return kExitOk;
+    } else if (a == "--version") {
+      spand::print_version("spandctl", {{"gRPC", grpc::Version()}});
       return kExitOk;
     } else if (a == "--server") {
       if (i + 1 >= argc) return usage_error("--server needs HOST:PORT");

@@ -1,6 +1,8 @@
 // spand-gateway: passive TCP reconstruction from DPDK ports or pcap files.
 //   spand-gateway --pcap FILE [options]
 //   spand-gateway [EAL arguments] -- [options]
+#include <pcap/pcap.h>
+
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -14,7 +16,15 @@
 #include "capture/collector.hpp"
 #include "capture/source.hpp"
 #include "control/cli_checks.hpp"
+#include "control/config_file.hpp"
 #include "control/control_plane.hpp"
+#include "spand_version.hpp"
+#ifdef SPAND_HAVE_DPDK
+#include <rte_version.h>
+#endif
+#ifdef SPAND_HAVE_ESTIMATES
+#include <grpcpp/grpcpp.h>
+#endif
 
 namespace {
 
@@ -26,7 +36,8 @@ constexpr const char* kDescription =
     "  spand-gateway --interface IF [options]         read a live interface (a span port or a\n"
     "                                                 Linux mirror) with libpcap, until SIGINT\n"
     "  spand-gateway EAL-ARGS -- [options]            read DPDK ports, e.g.\n"
-    "      spand-gateway --no-huge -m 1024 --no-pci --vdev net_pcap0,rx_pcap=F -- --flows-out -\n";
+    "      spand-gateway --no-huge -m 1024 --no-pci --vdev net_pcap0,rx_pcap=F -- --flows-out -\n"
+    "  spand-gateway --config /etc/spand/gateway.toml  the same options from a TOML file\n";
 
 // Records or samples were lost: a write error on --flows-out/--samples-out/stdout, or samples
 // that did not reach Redis (unreachable, or dropped from the full backlog).
@@ -35,6 +46,18 @@ constexpr int kExitOutputLoss = 5;
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "spand-gateway: %s\nTry 'spand-gateway --help'.\n", msg.c_str());
   return 2;
+}
+
+void print_gateway_version() {
+  std::vector<std::pair<std::string, std::string>> libs;
+#ifdef SPAND_HAVE_DPDK
+  libs.emplace_back("DPDK", rte_version());
+#endif
+  libs.emplace_back("libpcap", pcap_lib_version());
+#ifdef SPAND_HAVE_ESTIMATES
+  libs.emplace_back("gRPC", grpc::Version());
+#endif
+  spand::print_version("spand-gateway", libs);
 }
 
 }  // namespace
@@ -60,6 +83,11 @@ int main(int argc, char** argv) {
 
   CLI::App app{kDescription, "spand-gateway"};
   app.get_formatter()->column_width(36);
+  CommandLine cl;
+  cl.print_version = print_gateway_version;
+  // Names before the options were unified across the binaries.
+  cl.aliases = {{"--v4-prefix-len", "--prefix-len-v4"}, {"--v6-prefix-len", "--prefix-len-v6"}};
+  add_config_options(app, cl);
   std::string pcap_path;
   SourceOptions src;
   OutputOptions out_opts;
@@ -67,6 +95,7 @@ int main(int argc, char** argv) {
   bool prefix_summary = false;
   bool keep_serving = false;
   std::vector<std::string> inside;
+  std::vector<std::string> eal_from_options;
   unsigned v4_len = 24, v6_len = 48;
 
   app.add_option("--pcap", pcap_path, "Read this pcap or pcapng file with libpcap (no EAL)")
@@ -90,12 +119,15 @@ int main(int argc, char** argv) {
                  "Write one JSON object per W_c or RTT sample to PATH ('-' = stdout)");
   app.add_flag("--prefix-summary", prefix_summary,
                "At exit, print count and mean of W_c and RTT per client prefix to stdout");
-  app.add_option("--v4-prefix-len", v4_len, "Client prefix length for IPv4")
+  app.add_option("--prefix-len-v4", v4_len, "Client prefix length for IPv4")
       ->default_val(24)
       ->check(CLI::Range(1, 32));
-  app.add_option("--v6-prefix-len", v6_len, "Client prefix length for IPv6")
+  app.add_option("--prefix-len-v6", v6_len, "Client prefix length for IPv6")
       ->default_val(48)
       ->check(CLI::Range(1, 128));
+  app.add_option("--eal-args", eal_from_options,
+                 "DPDK EAL arguments, as a config file's list (eal_args = [\"-l\", \"0-1\", "
+                 "\"-a\", \"0000:03:00.0\"]); on the command line they go before '--'");
   app.add_option("--inside", inside,
                  "Server-side network (repeatable); decides roles when no SYN was seen");
   app.add_option("--flow-capacity", src.worker.flow_capacity,
@@ -120,13 +152,18 @@ int main(int argc, char** argv) {
                  "--pcap (the same output every time), random per process for live sources")
       ->check(unsigned_64());
 
-  auto* cg = app.add_option_group("Estimates", "Redis writer, gRPC estimate service, metrics");
+  // The estimate side: Redis writer, gRPC estimate service, metrics.
+  CLI::App* cg = &app;
+  app.option_defaults()->group("Estimates");
   cg->add_option("--redis", ctl.redis_url, "Redis URL: redis://[user:password@]host:port");
   cg->add_option("--redis-cluster", ctl.redis_cluster_seeds,
                  "Redis Cluster seed nodes host:port (comma separated or repeated)")
       ->delimiter(',');
   cg->add_option("--redis-password-file", ctl.redis_password_file,
                  "Read the Redis password from this file");
+  cg->add_option("--redis-key-prefix", ctl.redis_key_prefix,
+                 "First part of every Redis key: deployments sharing one Redis use one each "
+                 "(the Cluster hash tag follows it)");
   cg->add_option("--flush-interval-ms", ctl.flush_interval_ms, "Flush accumulators this often")
       ->default_val(ctl.flush_interval_ms)
       ->check(CLI::Range(1u, 3'600'000u));
@@ -178,13 +215,12 @@ int main(int argc, char** argv) {
   cg->add_flag("--keep-serving", keep_serving,
                "After a --pcap replay, keep serving gRPC and metrics until SIGINT/SIGTERM");
 
-  std::vector<std::string> reversed(gw_args.rbegin(), gw_args.rend());
-  try {
-    app.parse(reversed);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    return usage_error(e.what());
+  if (const int status = parse_command_line(app, "spand-gateway", gw_args, cl); status >= 0)
+    return status;
+  if (!eal_from_options.empty()) {
+    if (!eal_args.empty()) return usage_error("EAL arguments both before '--' and in --eal-args");
+    eal_args.emplace_back(argv[0]);
+    eal_args.insert(eal_args.end(), eal_from_options.begin(), eal_from_options.end());
   }
 
   out_opts.prefix.v4_len = uint8_t(v4_len);

@@ -1,6 +1,8 @@
 // spand-estimates: the estimate service without capture, backed by the same Redis as the
 // gateways (a stateless replica; run as many as the agents need). See README, "Estimate service
 // (`spand.v1`)".
+#include <grpcpp/grpcpp.h>
+
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
@@ -9,7 +11,9 @@
 #include <thread>
 
 #include "control/cli_checks.hpp"
+#include "control/config_file.hpp"
 #include "control/service_stack.hpp"
+#include "spand_version.hpp"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -30,15 +34,28 @@ int main(int argc, char** argv) {
   ControlOptions& c = so.control;
   c.grpc_listen = "127.0.0.1:50051";  // loopback unless told otherwise
   std::string clock_mode = "redis";
-  std::string cluster;
+  std::vector<std::string> cluster;
   unsigned v4_len = c.prefix.v4_len, v6_len = c.prefix.v6_len;
   uint32_t clock_poll_ms = 100;
 
-  CLI::App app{"spand-estimates: stateless replica of the spand.v1 estimate service (no capture)"};
+  CLI::App app{"spand-estimates: stateless replica of the spand.v1 estimate service (no capture)",
+               "spand-estimates"};
+  CommandLine cl;
+  cl.print_version = [] { print_version("spand-estimates", {{"gRPC", grpc::Version()}}); };
+  // Names before the options were unified across the binaries.
+  cl.aliases = {{"--cluster", "--redis-cluster"},
+                {"--prefix-v4", "--prefix-len-v4"},
+                {"--prefix-v6", "--prefix-len-v6"}};
+  add_config_options(app, cl);
   app.add_option("--redis", c.redis_url, "Redis URL: redis://[[user]:password@]host[:port]");
-  app.add_option("--cluster", cluster, "Redis Cluster seed nodes, host:port[,host:port...]");
+  app.add_option("--redis-cluster", cluster,
+                 "Redis Cluster seed nodes host:port (comma separated or repeated)")
+      ->delimiter(',');
   app.add_option("--redis-password-file", c.redis_password_file,
                  "read the Redis password from this file");
+  app.add_option("--redis-key-prefix", c.redis_key_prefix,
+                 "First part of every Redis key: deployments sharing one Redis use one each "
+                 "(the Cluster hash tag follows it)");
   app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")
       ->capture_default_str()
       ->check(listen_address());
@@ -68,10 +85,10 @@ int main(int argc, char** argv) {
   app.add_option("--min-samples", c.min_samples, "W_c samples needed for USE_ESTIMATE")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1'000'000u));
-  app.add_option("--prefix-v4", v4_len, "IPv4 prefix length of the store's keys")
+  app.add_option("--prefix-len-v4", v4_len, "IPv4 prefix length of the store's keys")
       ->capture_default_str()
       ->check(CLI::Range(1, 32));
-  app.add_option("--prefix-v6", v6_len, "IPv6 prefix length of the store's keys")
+  app.add_option("--prefix-len-v6", v6_len, "IPv6 prefix length of the store's keys")
       ->capture_default_str()
       ->check(CLI::Range(1, 128));
   app.add_option("--flush-interval-ms", c.flush_interval_ms,
@@ -79,11 +96,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 3'600'000u));
   app.add_option("--clock", clock_mode,
-                 "redis: newest capture time stored by the gateways (spand:clock); wall: this "
-                 "machine's clock")
+                 "redis: newest capture time stored by the gateways (spand:{g}:clock); wall: "
+                 "this machine's clock")
       ->capture_default_str()
       ->check(CLI::IsMember({"redis", "wall"}));
-  app.add_option("--clock-poll-ms", clock_poll_ms, "how often spand:clock is read")
+  app.add_option("--clock-poll-ms", clock_poll_ms, "how often spand:{g}:clock is read")
       ->capture_default_str()
       ->check(CLI::Range(1u, 60'000u));
   app.add_option("--min-clients", c.min_clients,
@@ -95,9 +112,10 @@ int main(int argc, char** argv) {
                  "(0: off)")
       ->capture_default_str()
       ->check(finite_range(0.0, 100.0));
-  app.add_option("--clock-skew-s", c.clock_skew_s,
-                 "tolerance for times ahead of the wall clock: a spand:clock or Report timestamp "
-                 "further ahead is ignored or rejected")
+  app.add_option(
+         "--clock-skew-s", c.clock_skew_s,
+         "tolerance for times ahead of the wall clock: a spand:{g}:clock or Report timestamp "
+         "further ahead is ignored or rejected")
       ->capture_default_str()
       ->check(CLI::Range(1u, 86400u));
   app.add_option("--cache-ttl-ms", so.core.cache_ttl_ms, "local estimate cache TTL (0: off)")
@@ -115,25 +133,15 @@ int main(int argc, char** argv) {
                  "W_c decay for quiet prefixes (0: off)")
       ->capture_default_str()
       ->check(finite_range(0.0, 31'536'000.0));
-  // Bad usage exits 2 (as spand-gateway), not CLI11's own codes (105 for a value out of range).
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::Success& e) {  // --help
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "spand-estimates: %s\nTry 'spand-estimates --help'.\n", e.what());
-    return 2;
-  }
+  if (const int status = parse_command_line(app, "spand-estimates",
+                                            std::vector<std::string>(argv + 1, argv + argc), cl);
+      status >= 0)
+    return status;
 
   c.prefix.v4_len = uint8_t(v4_len);
   c.prefix.v6_len = uint8_t(v6_len);
-  for (size_t start = 0; !cluster.empty() && start <= cluster.size();) {
-    const size_t comma = cluster.find(',', start);
-    const std::string seed = cluster.substr(start, comma - start);
+  for (const std::string& seed : cluster)
     if (!seed.empty()) c.redis_cluster_seeds.push_back(seed);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
 
   so.program = "spand-estimates";
   SettableClock clock;
@@ -160,7 +168,7 @@ int main(int argc, char** argv) {
         ns = wall_now_ns();
       } else if (!stack->write_store().read_clock(ns, error)) {
         if (!warned)
-          std::fprintf(stderr, "spand-estimates: reading spand:clock: %s\n", error.c_str());
+          std::fprintf(stderr, "spand-estimates: reading spand:{g}:clock: %s\n", error.c_str());
         warned = true;
       } else if (ns == 0) {
         // No gateway has written yet: agents' Report samples still need a sensible time.
@@ -171,7 +179,7 @@ int main(int argc, char** argv) {
         // clock): not followed. The next flush of a gateway (or of Report samples) replaces it.
         if (!warned_future)
           std::fprintf(stderr,
-                       "spand-estimates: spand:clock is %.0f s ahead of this machine's clock; "
+                       "spand-estimates: spand:{g}:clock is %.0f s ahead of this machine's clock; "
                        "using the wall clock until a gateway repairs it\n",
                        double(ns - wall) / 1e9);
         warned_future = true;

@@ -23,6 +23,7 @@ struct EstimatesOptions {
   std::string redis_url;                         // "" = no Redis; redis://[user:password@]host:port
   std::vector<std::string> redis_cluster_seeds;  // host:port of cluster nodes; non-empty = cluster
   std::string redis_password_file;               // read the password from a file instead of the URL
+  std::string redis_key_prefix = "spand";        // every key's first part (redis_schema.hpp)
   uint32_t flush_interval_ms = 1000;
   uint32_t bucket_s = 10;
   uint32_t window_s = 300;

@@ -10,8 +10,27 @@
 
 namespace spand {
 
-std::string window_key(const Prefix& prefix) {
-  return "spand:{" + prefix.to_string() + "}:w";
+bool valid_key_prefix(std::string_view key_prefix, std::string& error) {
+  bool ok = !key_prefix.empty() && key_prefix.size() <= 64;
+  for (char c : key_prefix)
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '_' || c == '-' || c == '.' || c == ':');
+  if (!ok)
+    error = "Redis key prefix '" + std::string(key_prefix) +
+            "': expected 1 to 64 letters, digits or _-.: (no braces)";
+  return ok;
+}
+
+std::string window_key(const Prefix& prefix, std::string_view key_prefix) {
+  return std::string(key_prefix) + ":{" + prefix.to_string() + "}:w";
+}
+
+std::string clock_key(std::string_view key_prefix) {
+  return std::string(key_prefix) + ":{g}:clock";
+}
+
+std::string top_scratch_key(std::string_view key_prefix) {
+  return std::string(key_prefix) + ":{g}:top:scratch";
 }
 
 bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, uint64_t* agent_n) {
@@ -69,8 +88,8 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
   return true;
 }
 
-std::string activity_key(uint64_t bucket_start_s) {
-  return "spand:{g}:act:" + std::to_string(bucket_start_s);
+std::string activity_key(uint64_t bucket_start_s, std::string_view key_prefix) {
+  return std::string(key_prefix) + ":{g}:act:" + std::to_string(bucket_start_s);
 }
 
 std::vector<uint64_t> window_buckets(uint64_t now_ns, uint32_t window_s, uint32_t bucket_s) {

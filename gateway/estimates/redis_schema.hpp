@@ -14,10 +14,18 @@
 
 namespace spand {
 
+// Every key starts with the deployment's key prefix (--redis-key-prefix, default "spand"), so that
+// deployments can share one Redis or Cluster. The Cluster hash tag ({198.51.100.0/24}, {g}) comes
+// after it: a prefix never changes which keys share a slot.
+inline constexpr const char* kDefaultKeyPrefix = "spand";
+// A key prefix is letters, digits and "_-.:" (no braces: they would move the hash tag), 1 to 64
+// characters. False with `error` otherwise.
+bool valid_key_prefix(std::string_view key_prefix, std::string& error);
+
 // spand:{198.51.100.0/24}:w -- hash of one prefix's buckets: field "<bucket_start_s>" holds that
 // bucket's sums packed in one string (format_bucket_value), field "w:<writer>:<bucket_start_s>"
 // the writer's last applied sequence number on that bucket.
-std::string window_key(const Prefix& prefix);
+std::string window_key(const Prefix& prefix, std::string_view key_prefix = kDefaultKeyPrefix);
 // The bucket's field name in window_key: its start in seconds, decimal.
 inline std::string bucket_field(uint64_t bucket_start_s) {
   return std::to_string(bucket_start_s);
@@ -34,11 +42,12 @@ inline constexpr size_t kBucketValueFields = 9;
 bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n = nullptr,
                       uint64_t* agent_n = nullptr);
 // spand:{g}:act:1700000010 -- sorted set: prefix -> samples in that bucket (spandctl top).
-std::string activity_key(uint64_t bucket_start_s);
+std::string activity_key(uint64_t bucket_start_s, std::string_view key_prefix = kDefaultKeyPrefix);
 // spand:{g}:clock -- newest capture time (ns, decimal) any writer has seen; a replica's "now".
 inline constexpr const char* kClockKey = "spand:{g}:clock";
+std::string clock_key(std::string_view key_prefix = kDefaultKeyPrefix);
 // Scratch key of the top script (atomic, so one fixed name is safe).
-inline constexpr const char* kTopScratchKey = "spand:{g}:top:scratch";
+std::string top_scratch_key(std::string_view key_prefix = kDefaultKeyPrefix);
 
 // Bucket starts (seconds, aligned) whose buckets make up the window that ends at `now_ns`: the
 // bucket holding `now` and the ones before it, ceil(window_s / bucket_s) in all. A sample older

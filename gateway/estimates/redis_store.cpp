@@ -51,6 +51,8 @@ bool redis_store_options_from(const EstimatesOptions& opts, RedisStoreOptions& o
   out.window.window_s = opts.window_s;
   out.window.bucket_s = opts.bucket_s;
   out.clock_skew_s = opts.clock_skew_s;
+  out.window.key_prefix = opts.redis_key_prefix;
+  if (!valid_key_prefix(opts.redis_key_prefix, error)) return false;
   if (opts.bucket_s == 0 || opts.window_s == 0) {
     error = "bucket and window must be at least one second";
     return false;
@@ -84,7 +86,7 @@ RedisCommand RedisStore::write_command(const PendingUpdate& u) const {
   const BucketUpdate& b = u.update;
   const Accumulator& a = b.acc;
   RedisCommand c;
-  c.route_key = window_key(b.prefix);
+  c.route_key = window_key(b.prefix, opts_.window.key_prefix);
   c.script = &write_bucket_script();
   c.argv = evalsha_argv(
       *c.script, {c.route_key},
@@ -106,11 +108,11 @@ void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds,
   for (const auto& [bucket, per_prefix] : activity) {
     RedisArgv args = {std::to_string(ttl_s_), clock, skew};
     // The key is computed outside: clang before 16 cannot capture a structured binding.
-    auto flush_chunk = [&, key = activity_key(bucket)] {
+    auto flush_chunk = [&, key = activity_key(bucket, opts_.window.key_prefix)] {
       RedisCommand c;
       c.route_key = key;
       c.script = &s;
-      c.argv = evalsha_argv(s, {c.route_key, kClockKey}, args);
+      c.argv = evalsha_argv(s, {c.route_key, clock_key(opts_.window.key_prefix)}, args);
       cmds.push_back(std::move(c));
       clock_sent = true;
       args = {std::to_string(ttl_s_), clock, skew};
@@ -124,9 +126,10 @@ void RedisStore::append_activity_commands(std::vector<RedisCommand>& cmds,
   }
   if (!clock_sent && clock_ns != 0) {
     RedisCommand c;
-    c.route_key = kClockKey;
+    c.route_key = clock_key(opts_.window.key_prefix);
     c.script = &s;
-    c.argv = evalsha_argv(s, {activity_key(0), kClockKey}, {std::to_string(ttl_s_), clock, skew});
+    c.argv = evalsha_argv(s, {activity_key(0, opts_.window.key_prefix), c.route_key},
+                          {std::to_string(ttl_s_), clock, skew});
     cmds.push_back(std::move(c));
   }
 }
@@ -209,7 +212,7 @@ bool RedisStore::write(const std::vector<BucketUpdate>& updates, std::string& er
 
 RedisCommand RedisStore::read_command(const Prefix& prefix, uint64_t now_ns) const {
   RedisCommand c;
-  c.route_key = window_key(prefix);
+  c.route_key = window_key(prefix, opts_.window.key_prefix);
   c.argv.reserve(32);
   c.argv.push_back("HMGET");
   c.argv.push_back(c.route_key);
@@ -276,11 +279,11 @@ bool RedisStore::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixA
   if (limit == 0) return true;
   RedisArgv keys;
   for (uint64_t b : window_buckets(now_ns, opts_.window.window_s, opts_.window.bucket_s))
-    keys.push_back(activity_key(b));
+    keys.push_back(activity_key(b, opts_.window.key_prefix));
   if (keys.empty()) return true;
-  keys.push_back(kTopScratchKey);
+  keys.push_back(top_scratch_key(opts_.window.key_prefix));
   RedisCommand c;
-  c.route_key = kTopScratchKey;
+  c.route_key = keys.back();
   c.script = &top_script();
   c.argv = evalsha_argv(*c.script, keys, {std::to_string(limit)});
   std::vector<RedisResult> results;
@@ -304,8 +307,8 @@ bool RedisStore::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixA
 
 bool RedisStore::read_clock(uint64_t& now_ns, std::string& error) {
   RedisCommand c;
-  c.route_key = kClockKey;
-  c.argv = {"GET", kClockKey};
+  c.route_key = clock_key(opts_.window.key_prefix);
+  c.argv = {"GET", c.route_key};
   std::vector<RedisResult> results;
   {
     std::lock_guard lock(mu_);

@@ -20,8 +20,9 @@ class Clock {
 };
 
 struct WindowOptions {
-  uint32_t window_s = 300;  // S, the sliding window
-  uint32_t bucket_s = 10;   // width of one time bucket
+  uint32_t window_s = 300;           // S, the sliding window
+  uint32_t bucket_s = 10;            // width of one time bucket
+  std::string key_prefix = "spand";  // first part of every Redis key (redis_schema.hpp)
 };
 
 // One prefix's sums over a time bucket, ready to be added into Redis.

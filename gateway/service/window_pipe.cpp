@@ -202,7 +202,7 @@ void WindowPipe::append_read(const WindowReadOp& op) {
   out_ += '*';
   append_uint(out_, 2 + nfields_);
   out_ += "\r\n$5\r\nHMGET\r\n";
-  append_bulk(out_, window_key(op.prefix));
+  append_bulk(out_, window_key(op.prefix, window_.key_prefix));
   out_ += fields_;
 }
 

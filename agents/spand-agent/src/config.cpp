@@ -169,7 +169,8 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.unknown_keys(
         *p, {"max_initial_cwnd", "min_samples", "max_age_s", "skip_slow_start", "ca_emulate",
              "pace", "seed_syn_rto", "mss", "high_bdp_cc", "high_bdp_wc_segments", "window_rule",
-             "kernel_initial_cwnd", "path_rate", "path_rate_interval_ms", "path_rate_window_s", "share_window_s"});
+             "kernel_initial_cwnd", "share_concurrent", "path_rate", "path_rate_interval_ms",
+             "path_rate_window_s", "share_window_s"});
     r.integer(*p, "max_initial_cwnd", pc.max_initial_cwnd, 1, 65535);
     r.integer(*p, "min_samples", pc.min_samples, 0, INT64_MAX);
     r.number(*p, "max_age_s", pc.max_age_s, 0, 86400);
@@ -251,6 +252,65 @@ std::optional<ConfigError> load_config_file(const std::string& path, AgentConfig
       os << path << ":" << e.source().begin.line << ": " << e.description();
     return ConfigError{os.str()};
   }
+}
+
+std::string config_to_toml(const AgentConfig& cfg) {
+  toml::table agent{
+      {"estimate_server", cfg.estimate_server},
+      {"estimates_file", cfg.estimates_file},
+      {"mode", mode_name(cfg.mode)},
+      {"cgroup", cfg.cgroup_path},
+      {"metrics_listen", cfg.metrics_listen},
+      {"report_socket", cfg.report_socket},
+      {"prefix_len_v4", int64_t(cfg.prefix_len_v4)},
+      {"prefix_len_v6", int64_t(cfg.prefix_len_v6)},
+      {"refresh_interval_ms", int64_t(cfg.refresh_interval_ms)},
+      {"grpc_deadline_ms", int64_t(cfg.grpc_deadline_ms)},
+      {"kernel_hz", int64_t(cfg.kernel_hz)},
+      {"tune_outgoing", cfg.tune_outgoing},
+      {"sample_tcp_info", cfg.sample_tcp_info},
+      {"sample_interval_ms", int64_t(cfg.sample_interval_ms)},
+      {"sample_max_sockets", int64_t(cfg.sample_max_sockets)},
+      {"scalable", cfg.scalable},
+  };
+  toml::array prefixes, devices;
+  for (const Prefix& p : cfg.static_prefixes) prefixes.push_back(p.str());
+  for (const std::string& d : cfg.pace_devices) devices.push_back(d);
+  agent.insert("prefixes", prefixes);
+  agent.insert("pace_devices", devices);
+  const PolicyConfig& p = cfg.policy;
+  toml::table policy{
+      {"max_initial_cwnd", int64_t(p.max_initial_cwnd)},
+      {"min_samples", int64_t(p.min_samples)},
+      {"max_age_s", p.max_age_s},
+      {"skip_slow_start", p.skip_slow_start},
+      {"ca_emulate", p.ca_emulate},
+      {"pace", p.pace},
+      {"seed_syn_rto", p.seed_syn_rto},
+      {"mss", int64_t(p.mss_bytes)},
+      {"high_bdp_cc", p.high_bdp_cc},
+      {"high_bdp_wc_segments", int64_t(p.high_bdp_wc_segments)},
+      {"window_rule", p.window_rule == WindowRule::kPaper ? "paper" : "rounds"},
+      {"kernel_initial_cwnd", int64_t(p.kernel_initial_cwnd)},
+      {"share_concurrent", p.share_concurrent},
+      {"path_rate", p.path_rate},
+      {"path_rate_interval_ms", int64_t(p.path_rate_interval_ms)},
+      {"path_rate_window_s", p.path_rate_window_s},
+  };
+  toml::array ports;
+  for (const PortConfig& pc : cfg.ports) {
+    ports.push_back(toml::table{{"port", int64_t(pc.port)},
+                                {"response_bytes", int64_t(pc.response_bytes)},
+                                {"acked_per_ack", int64_t(pc.acked_per_ack)},
+                                {"enabled", pc.enabled},
+                                {"tune", pc.tune}});
+  }
+  toml::table root{{"agent", agent}, {"policy", policy}, {"port", ports}};
+  std::ostringstream os;
+  os << "# spand-agent: effective configuration (the file, then the flags). Read back with "
+        "--config FILE.\n"
+     << root << "\n";
+  return os.str();
 }
 
 std::optional<ConfigError> validate(const AgentConfig& cfg) {

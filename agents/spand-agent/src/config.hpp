@@ -54,9 +54,9 @@ struct AgentConfig {
   std::string estimate_server;  // host:port of spand.v1 Estimates
   std::string estimates_file;   // static estimates (JSON) instead of the server
   Mode mode = Mode::kAuto;
-  std::string cgroup_path;                        // empty: the cgroup2 mount found at start
-  std::string metrics_listen = "127.0.0.1:9464";  // empty: no /metrics
-  std::string report_socket;  // unix datagram socket for spand_report; empty: off
+  std::string cgroup_path;                      // empty: the cgroup2 mount found at start
+  std::string metrics_listen = "0.0.0.0:9464";  // empty: no /metrics; reachable by a scraper
+  std::string report_socket;                    // unix datagram socket for spand_report; empty: off
   uint32_t prefix_len_v4 = 24;
   uint32_t prefix_len_v6 = 48;
   uint32_t refresh_interval_ms = 1000;
@@ -90,6 +90,9 @@ struct ConfigError {
 std::optional<ConfigError> load_config_file(const std::string& path, AgentConfig& cfg);
 std::optional<ConfigError> load_config_string(const std::string& text, const std::string& name,
                                               AgentConfig& cfg);
+// The configuration as TOML that load_config_string reads back to the same values
+// (--print-config). dry_run and config_path are not configuration keys.
+std::string config_to_toml(const AgentConfig& cfg);
 // Checks the combination of values (after flags were applied).
 std::optional<ConfigError> validate(const AgentConfig& cfg);
 

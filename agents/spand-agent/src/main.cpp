@@ -2,6 +2,7 @@
 // AgentCore: flags and config, privileges, the kernel applier, sock_diag discovery, the
 // report socket, /metrics, and the signal-driven exit that removes everything it installed.
 #include <arpa/inet.h>
+#include <bpf/libbpf.h>
 #include <getopt.h>
 #include <linux/capability.h>
 #include <poll.h>
@@ -40,9 +41,12 @@
 #include "sock_diag.hpp"
 #include "spand_maps.h"
 #include "spand_socket.h"
+#include "spand_version.hpp"
 #include "tcp_info_dump.hpp"
 #include "tcp_info_sampler.hpp"
 #ifdef SPAND_AGENT_GRPC
+#include <grpcpp/grpcpp.h>
+
 #include "grpc_source.hpp"
 #endif
 #ifdef SPAND_AGENT_SCALABLE
@@ -104,7 +108,7 @@ void usage(std::FILE* out) {
   std::fprintf(
       out,
       "usage: spand-agent [options]\n"
-      "  -c, --config FILE          TOML configuration (see deploy/agent.toml.example)\n"
+      "  -c, --config FILE          TOML configuration (see deploy/config/agent.toml)\n"
       "  -s, --server HOST:PORT     spand.v1 estimate service\n"
       "  -f, --estimates-file FILE  static estimates (JSON) instead of the service\n"
       "  -m, --mode bpf|route|auto  how to apply (default auto: bpf, else route)\n"
@@ -113,7 +117,9 @@ void usage(std::FILE* out) {
       "  -P, --prefix CIDR          a client prefix to fetch without waiting for a connection\n"
       "      --max-initial-cwnd N   cap on any initial window (segments, default 64)\n"
       "      --min-samples N        fewer W_c samples: slow start (default 3)\n"
-      "      --metrics ADDR:PORT    /metrics listener (default 127.0.0.1:9464; '' = off)\n"
+      "      --metrics-listen ADDR:PORT  /metrics listener (default 0.0.0.0:9464; '' = off)\n"
+      "      --prefix-len-v4 N      client prefix length for IPv4 (default 24; as the service)\n"
+      "      --prefix-len-v6 N      client prefix length for IPv6 (default 48)\n"
       "      --report-socket PATH   unix datagram socket for spand_report ('' = off)\n"
       "      --sample-tcp-info      report W_c and RTT samples from the TCP_INFO of connections\n"
       "                             on the configured ports (needs --server)\n"
@@ -125,7 +131,11 @@ void usage(std::FILE* out) {
       "                             paced at the measured rate) or 'paper' (Eq. 4, cwnd/srtt)\n"
       "      --dry-run              print what would be applied; change nothing\n"
       "      --once                 one refresh, then exit (removing what was applied)\n"
-      "  -h, --help\n");
+      "      --print-config         print the effective configuration (the file, then the\n"
+      "                             flags) as TOML that --config reads back, and exit\n"
+      "      --version              print the version and the libraries' versions, and exit\n"
+      "  -h, --help\n"
+      "exit status: 0 ok, 1 runtime error, 2 bad usage or configuration, 4 missing privileges\n");
 }
 
 bool has_cap(int cap) {
@@ -287,6 +297,7 @@ int run(int argc, char** argv) {
   // Flags win over the file: collect them first, apply after loading it.
   std::vector<std::pair<int, std::string>> flags;
   bool once = false;
+  bool print_config = false;
   enum {
     kMaxCwnd = 1000,
     kMinSamples,
@@ -297,7 +308,11 @@ int run(int argc, char** argv) {
     kSampleTcpInfo,
     kSampleIntervalMs,
     kPaceDevice,
-    kWindowRule
+    kWindowRule,
+    kPrefixLenV4,
+    kPrefixLenV6,
+    kPrintConfig,
+    kVersion
   };
   static const option opts[] = {
       {"config", required_argument, nullptr, 'c'},
@@ -309,7 +324,12 @@ int run(int argc, char** argv) {
       {"prefix", required_argument, nullptr, 'P'},
       {"max-initial-cwnd", required_argument, nullptr, kMaxCwnd},
       {"min-samples", required_argument, nullptr, kMinSamples},
-      {"metrics", required_argument, nullptr, kMetrics},
+      {"metrics-listen", required_argument, nullptr, kMetrics},
+      {"metrics", required_argument, nullptr, kMetrics},  // the name before 0.1.0's unification
+      {"prefix-len-v4", required_argument, nullptr, kPrefixLenV4},
+      {"prefix-len-v6", required_argument, nullptr, kPrefixLenV6},
+      {"print-config", no_argument, nullptr, kPrintConfig},
+      {"version", no_argument, nullptr, kVersion},
       {"report-socket", required_argument, nullptr, kReportSocket},
       {"sample-tcp-info", no_argument, nullptr, kSampleTcpInfo},
       {"sample-interval-ms", required_argument, nullptr, kSampleIntervalMs},
@@ -334,6 +354,19 @@ int run(int argc, char** argv) {
       case kOnce:
         once = true;
         break;
+      case kPrintConfig:
+        print_config = true;
+        break;
+      case kVersion: {
+        std::vector<std::pair<std::string, std::string>> libs;
+        libs.emplace_back("libbpf", std::to_string(libbpf_major_version()) + "." +
+                                        std::to_string(libbpf_minor_version()));
+#ifdef SPAND_AGENT_GRPC
+        libs.emplace_back("gRPC", grpc::Version());
+#endif
+        print_version("spand-agent", libs);
+        return kExitOk;
+      }
       case kSampleTcpInfo:
         flags.emplace_back(c, "");
         break;
@@ -446,6 +479,19 @@ int run(int argc, char** argv) {
       case kMetrics:
         cfg.metrics_listen = val;
         break;
+      case kPrefixLenV4:
+      case kPrefixLenV6: {
+        const unsigned long most = flag == kPrefixLenV4 ? 32 : 128;
+        char* end = nullptr;
+        const unsigned long v = std::strtoul(val.c_str(), &end, 10);
+        if (val.empty() || *end || val[0] == '-' || v < 1 || v > most) {
+          std::fprintf(stderr, "spand-agent: --prefix-len-v%c '%s': expected 1..%lu\n",
+                       flag == kPrefixLenV4 ? '4' : '6', val.c_str(), most);
+          return kExitUsage;
+        }
+        (flag == kPrefixLenV4 ? cfg.prefix_len_v4 : cfg.prefix_len_v6) = static_cast<uint32_t>(v);
+        break;
+      }
       case kReportSocket:
         cfg.report_socket = val;
         break;
@@ -469,6 +515,11 @@ int run(int argc, char** argv) {
   if (auto err = validate(cfg)) {
     std::fprintf(stderr, "spand-agent: %s\n", err->message.c_str());
     return kExitUsage;
+  }
+  if (print_config) {
+    const std::string text = config_to_toml(cfg);
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return std::fflush(stdout) == 0 ? kExitOk : kExitRuntime;
   }
 
   if (!cfg.dry_run) {
@@ -578,7 +629,9 @@ int run(int argc, char** argv) {
       kernel = std::move(r);
     }
   }
-  LoggingApplier logged(*kernel);
+  // A dry run's applier says "dry-run: apply ..." itself: nothing is logged as applied.
+  LoggingApplier logging(*kernel);
+  KernelApplier& logged = cfg.dry_run ? *kernel : logging;
 
   std::unique_ptr<AgentMetrics> metrics;
   if (!cfg.metrics_listen.empty()) {

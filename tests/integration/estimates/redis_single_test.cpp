@@ -241,6 +241,44 @@ TEST_F(SingleRedis, TwoWritersCombineAndRetriesAreExactlyOnce) {
   EXPECT_LE(r.integer, 310);
 }
 
+TEST_F(SingleRedis, KeyPrefixesKeepDeploymentsApart) {
+  // Two deployments on one Redis: each reads only its own samples, clock and activity.
+  RedisStoreOptions blue_opts = store_opts(*server_);
+  blue_opts.window.key_prefix = "blue";
+  RedisStoreOptions green_opts = store_opts(*server_);
+  green_opts.window.key_prefix = "green";
+  RedisStore blue(blue_opts), green(green_opts);
+  const uint64_t t = 1'700'000'100 * kSec;
+  BucketUpdate u;
+  u.prefix = prefix24(11);
+  u.bucket_start_s = bucket_start_of(t, 10);
+  u.acc.add(make_sample(SampleKind::kWc, client_of(11, 1), 17, t));
+  std::string e;
+  ASSERT_TRUE(blue.write({u}, e)) << e;
+  ASSERT_TRUE(blue.write({u}, e)) << e;  // carries the first write's activity and clock
+  Accumulator acc;
+  ASSERT_TRUE(blue.read_window(prefix24(11), t, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 2u);
+  acc = Accumulator{};
+  ASSERT_TRUE(green.read_window(prefix24(11), t, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 0u);
+  uint64_t blue_clock = 0, green_clock = 0;
+  ASSERT_TRUE(blue.read_clock(blue_clock, e)) << e;
+  ASSERT_TRUE(green.read_clock(green_clock, e)) << e;
+  EXPECT_EQ(blue_clock, t);
+  EXPECT_EQ(green_clock, 0u);
+  std::vector<PrefixActivity> top;
+  ASSERT_TRUE(green.top_prefixes(t, 10, top, e)) << e;
+  EXPECT_TRUE(top.empty());
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  ASSERT_TRUE(c.command({"EXISTS", "blue:{" + prefix24(11).to_string() + "}:w"}, r, e)) << e;
+  EXPECT_EQ(r.integer, 1);
+  ASSERT_TRUE(c.command({"EXISTS", window_key(prefix24(11))}, r, e)) << e;
+  EXPECT_EQ(r.integer, 0);  // nothing under the default prefix
+}
+
 TEST_F(SingleRedis, ScriptCacheFlushedUnderneathIsReloaded) {
   RedisStore store(store_opts(*server_));
   const uint64_t t = 1'700'000'000 * kSec;

@@ -20,6 +20,23 @@ TEST(Schema, KeysShareThePrefixHashTag) {
   EXPECT_EQ(std::string(kClockKey), "spand:{g}:clock");
 }
 
+TEST(Schema, KeyPrefixComesBeforeTheHashTag) {
+  Prefix p = v4_prefix("198.51.100.77", 24);
+  EXPECT_EQ(window_key(p, "blue"), "blue:{198.51.100.0/24}:w");
+  EXPECT_EQ(activity_key(1700000010, "blue"), "blue:{g}:act:1700000010");
+  EXPECT_EQ(clock_key("blue"), "blue:{g}:clock");
+  EXPECT_EQ(clock_key(), std::string(kClockKey));
+  EXPECT_EQ(top_scratch_key("a.b-c_d:e"), "a.b-c_d:e:{g}:top:scratch");
+  std::string e;
+  EXPECT_TRUE(valid_key_prefix("spand-staging", e));
+  EXPECT_FALSE(valid_key_prefix("", e));
+  EXPECT_FALSE(valid_key_prefix("a{b}", e));  // would move the hash tag
+  EXPECT_NE(e.find("a{b}"), std::string::npos) << e;
+  EXPECT_FALSE(valid_key_prefix("with space", e));
+  EXPECT_FALSE(valid_key_prefix(std::string(65, 'x'), e));
+  EXPECT_TRUE(valid_key_prefix(std::string(64, 'x'), e));
+}
+
 TEST(Schema, WindowBucketsCoverTheWindowEndingNow) {
   // now = 1000.5 s, S = 300, bucket 10: buckets 1000, 990, ..., 710 (30 of them).
   auto b = window_buckets(1'000'500'000'000ULL, 300, 10);

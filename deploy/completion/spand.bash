@@ -1,0 +1,45 @@
+# bash completion for spand-gateway, spand-estimates, spandctl and spand-agent. The options come
+# from each program's own --help (bash-completion's _parse_help), so they never go stale.
+# Installed once per program name in bash-completion's completions directory.
+_spand() {
+  local cur prev words cword
+  _init_completion -s || return
+  case $prev in
+    --config | -c | --pcap | --flows-out | --samples-out | --estimates-file | -f | \
+    --redis-password-file | --report-token-file | --grpc-tls-cert | --grpc-tls-key | \
+    --grpc-client-ca | --report-socket)
+      _filedir
+      return
+      ;;
+    --interface | -i | --pace-device)
+      _available_interfaces
+      return
+      ;;
+    --cgroup | -g)
+      _filedir -d
+      return
+      ;;
+    --mode | -m)
+      COMPREPLY=($(compgen -W 'auto bpf route' -- "$cur"))
+      return
+      ;;
+    --clock)
+      COMPREPLY=($(compgen -W 'redis wall' -- "$cur"))
+      return
+      ;;
+    --window-rule)
+      COMPREPLY=($(compgen -W 'rounds paper' -- "$cur"))
+      return
+      ;;
+  esac
+  $split && return
+  if [[ $1 == spandctl && $cword -eq 1 && $cur != -* ]]; then
+    COMPREPLY=($(compgen -W 'get watch top cwnd' -- "$cur"))
+    return
+  fi
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W '$(_parse_help "$1")' -- "$cur"))
+    [[ ${COMPREPLY-} == *= ]] && compopt -o nospace
+  fi
+}
+complete -F _spand spand-gateway spand-estimates spandctl spand-agent

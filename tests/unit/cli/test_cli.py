@@ -1,0 +1,220 @@
+"""The command line of every spand binary, as an operator meets it: --version, exit status 2 on
+a bad option, the option names shared across binaries (old names still accepted), TOML
+configuration files read back from --print-config with flags over the file and errors that name
+the file and line, and JSON Lines outputs whose lines are whole while the gateway still runs.
+Binaries come from the environment (meson sets SPAND_GATEWAY, SPAND_ESTIMATES, SPANDCTL,
+SPAND_AGENT); a binary this build lacks is skipped."""
+import os
+import re
+import sys
+import subprocess
+import tempfile
+import time
+import tomllib
+
+import pytest
+
+ROOT = os.environ.get("SPAND_SOURCE_ROOT", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+BINARIES = {
+    "spand-gateway": os.environ.get("SPAND_GATEWAY"),
+    "spand-estimates": os.environ.get("SPAND_ESTIMATES"),
+    "spandctl": os.environ.get("SPANDCTL"),
+    "spand-agent": os.environ.get("SPAND_AGENT"),
+}
+PCAP = os.path.join(ROOT, "pcaps", "real", "tcptrace_http.dmp")
+
+
+def binary(name):
+    path = BINARIES[name]
+    if not path:
+        pytest.skip("%s is not built in this configuration" % name)
+    return path
+
+
+def run(*args, **kw):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=60, **kw)
+
+
+def body(toml_text):
+    """The key lines of a --print-config output (comments name the file read)."""
+    return [l for l in toml_text.splitlines() if l.strip() and not l.startswith("#")]
+
+
+def write(text, suffix=".toml"):
+    f = tempfile.NamedTemporaryFile("w", suffix=suffix, delete=False)
+    f.write(text)
+    f.close()
+    return f.name
+
+
+@pytest.mark.parametrize("name", sorted(BINARIES))
+def test_version_names_program_version_and_git(name):
+    r = run(binary(name), "--version")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    with open(os.path.join(ROOT, "meson.build")) as f:
+        version = re.search(r"version: '([^']+)'", f.read()).group(1)
+    assert re.fullmatch(r"%s %s \(git \S+\)" % (re.escape(name), re.escape(version)), lines[0])
+    # Every binary but the gateway built without estimates links gRPC; the gateway, libpcap.
+    if name != "spand-gateway":
+        assert any(re.fullmatch(r"gRPC \d+\.\d+\.\d+", l) for l in lines[1:]), lines
+    else:
+        assert any(l.startswith("libpcap version") for l in lines[1:]), lines
+
+
+@pytest.mark.parametrize("name", sorted(BINARIES))
+@pytest.mark.parametrize("bad", [["--no-such-option"], ["--no-such-option=1"]])
+def test_bad_option_exits_2(name, bad):
+    r = run(binary(name), *bad)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "no-such-option" in r.stderr
+
+
+@pytest.mark.parametrize("name,args", [
+    ("spand-gateway", ["--prefix-len-v4", "x"]),
+    ("spand-gateway", ["--window-s", "0"]),
+    ("spand-estimates", ["--bucket-s", "x"]),
+    ("spand-estimates", ["--clock", "sundial"]),
+    ("spand-estimates", ["--redis", "redis://127.0.0.1:1", "--redis-key-prefix", "a{b}"]),
+    ("spand-gateway", ["--pcap", PCAP, "--redis", "redis://127.0.0.1:1",
+                       "--redis-key-prefix", ""]),
+    ("spand-agent", ["--prefix-len-v4", "33", "-f", "/dev/null", "-p", "80:1000"]),
+])
+def test_bad_values_exit_2(name, args):
+    r = run(binary(name), *args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+
+
+def test_gateway_config_round_trip_and_flags_override():
+    gw = binary("spand-gateway")
+    cfg = write('# a gateway as a service\n'
+                'interface = "span0"\n'
+                'redis_cluster = ["10.0.0.1:7000", "10.0.0.2:7000"]\n'
+                'prefix_len_v4 = 22\n'
+                'flush_interval_ms = 500\n'
+                'max_wc_cv = 1.5\n'
+                'prefix_summary = true\n'
+                'eal_args = ["-l", "0-1", "--vdev", "net_pcap0,rx_pcap=x.pcap"]\n')
+    first = run(gw, "--config", cfg, "--print-config")
+    assert first.returncode == 0, first.stderr
+    keys = dict(l.split(" = ", 1) for l in body(first.stdout))
+    assert keys["interface"] == '"span0"'
+    assert keys["redis_cluster"] == '["10.0.0.1:7000", "10.0.0.2:7000"]'
+    assert keys["prefix_len_v4"] == "22" and keys["prefix_len_v6"] == "48"
+    assert keys["flush_interval_ms"] == "500" and keys["max_wc_cv"] == "1.5"
+    assert keys["prefix_summary"] == "true" and keys["keep_serving"] == "false"
+    assert keys["eal_args"] == '["-l", "0-1", "--vdev", "net_pcap0,rx_pcap=x.pcap"]'
+    # What --print-config prints reads back to the same configuration.
+    again = run(gw, "--config", write(first.stdout), "--print-config")
+    assert again.returncode == 0, again.stderr
+    assert body(again.stdout) == body(first.stdout)
+    # Flags win over the file; a list given by flags replaces the file's list.
+    over = run(gw, "--config", cfg, "--print-config", "--flush-interval-ms", "250",
+               "--redis-cluster", "10.0.0.9:7000")
+    keys = dict(l.split(" = ", 1) for l in body(over.stdout))
+    assert keys["flush_interval_ms"] == "250" and keys["redis_cluster"] == '["10.0.0.9:7000"]'
+    assert keys["prefix_len_v4"] == "22"
+
+
+def test_replica_config_round_trip_and_old_names():
+    rep = binary("spand-estimates")
+    first = run(rep, "--print-config", "--cluster", "a:1,b:2", "--prefix-v4", "20",
+                "--grpc-listen", "0.0.0.0:50052", "--clock", "wall")
+    assert first.returncode == 0, first.stderr
+    keys = dict(l.split(" = ", 1) for l in body(first.stdout))
+    assert keys["redis_cluster"] == '["a:1", "b:2"]' and keys["prefix_len_v4"] == "20"
+    assert keys["grpc_listen"] == '"0.0.0.0:50052"' and keys["clock"] == '"wall"'
+    again = run(rep, "--config", write(first.stdout), "--print-config")
+    assert body(again.stdout) == body(first.stdout)
+    # An empty address in the file turns the default listener off.
+    off = run(rep, "--config", write('grpc_listen = ""\n'), "--print-config")
+    assert 'grpc_listen = ""' in off.stdout
+
+
+@pytest.mark.parametrize("text,line,what", [
+    ('redis = "redis://127.0.0.1:6379"\n\nwindow_s = 0\n', 3, "window_s"),
+    ('redis = "redis://127.0.0.1:6379"\nno_such_key = 3\n', 2, "unknown key"),
+    ('window_s = "300"\n', 1, "expected a number"),
+    ('redis = 6379\n', 1, "expected a string"),
+    ('keep_serving = 1\n', 1, "expected true or false"),
+    ('window_s = 300\nwindow_s = 301\n', 2, "window_s"),
+    ('[redis]\nurl = 1\n', 1, "no [sections]"),
+])
+@pytest.mark.parametrize("name", ["spand-gateway", "spand-estimates"])
+def test_config_errors_name_file_and_line(name, text, line, what):
+    if name == "spand-estimates" and "keep_serving" in text:
+        pytest.skip("the replica has no keep_serving")
+    path = write(text)
+    r = run(binary(name), "--config", path, "--print-config")
+    assert r.returncode == 2, (r.returncode, r.stdout)
+    assert "%s:%d:" % (path, line) in r.stderr and what in r.stderr, r.stderr
+
+
+def test_config_file_missing_is_a_usage_error():
+    r = run(binary("spand-estimates"), "--config", "/nonexistent/spand.toml")
+    assert r.returncode == 2 and "/nonexistent/spand.toml" in r.stderr
+
+
+@pytest.mark.parametrize("name,example", [
+    ("spand-gateway", "gateway.toml"), ("spand-estimates", "estimates.toml"),
+    ("spand-agent", "agent.toml")])
+def test_shipped_examples_load(name, example):
+    path = os.path.join(ROOT, "deploy", "config", example)
+    r = run(binary(name), "--config", path, "--print-config")
+    assert r.returncode == 0, r.stderr
+
+
+def test_agent_print_config_round_trips():
+    agent = binary("spand-agent")
+    example = os.path.join(ROOT, "deploy", "config", "agent.toml")
+    first = run(agent, "--config", example, "--print-config", "--metrics", "127.0.0.1:9999",
+                "--prefix-len-v4", "20", "-p", "8443:30000:2", "--window-rule", "paper")
+    assert first.returncode == 0, first.stderr
+    cfg = tomllib.loads(first.stdout)
+    assert cfg["agent"]["metrics_listen"] == "127.0.0.1:9999"
+    assert cfg["agent"]["prefix_len_v4"] == 20 and cfg["policy"]["window_rule"] == "paper"
+    assert {"port": 8443, "response_bytes": 30000, "acked_per_ack": 2, "enabled": True,
+            "tune": False} in cfg["port"]
+    with open(example, "rb") as f:
+        shipped = tomllib.load(f)
+    assert cfg["policy"]["max_initial_cwnd"] == shipped["policy"]["max_initial_cwnd"]
+    again = run(agent, "--config", write(first.stdout), "--print-config")
+    assert again.returncode == 0, again.stderr
+    assert body(again.stdout) == body(first.stdout)
+
+
+def test_flows_out_lines_are_whole_while_the_gateway_runs(tmp_path):
+    """The capture comes through a FIFO that stays open after the last packet, so the gateway is
+    still running (blocked on its input) when the test reads --flows-out: what is there must be
+    whole JSON lines, the start of what a complete run writes (block buffering left a cut
+    4 KiB-multiple there)."""
+    gw = binary("spand-gateway")
+    pcap = tmp_path / "mix.pcap"
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench", "gen_synthetic.py"),
+                    str(pcap), "--connections", "3000", "--concurrency", "100"],
+                   check=True, capture_output=True)
+    ref = tmp_path / "ref.jsonl"
+    assert run(gw, "--pcap", str(pcap), "--flows-out", str(ref)).returncode == 0
+    expected = ref.read_text()
+    fifo, live = tmp_path / "capture.fifo", tmp_path / "live.jsonl"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([gw, "--pcap", str(fifo), "--flows-out", str(live)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with open(fifo, "wb") as w:
+            w.write(pcap.read_bytes())
+            w.flush()
+            deadline = time.monotonic() + 30
+            text = ""
+            while time.monotonic() < deadline and not text:
+                text = live.read_text() if live.exists() else ""
+                time.sleep(0.02)
+            assert p.poll() is None, "the gateway ended before its input did"
+            assert text, "no record written while the gateway runs"
+            assert text.endswith("\n") and expected.startswith(text), \
+                "a cut line while the gateway runs: ...%r" % text[-40:]
+        assert p.wait(timeout=60) == 0
+        assert live.read_text() == expected
+    finally:
+        if p.poll() is None:
+            p.kill()
