@@ -161,8 +161,8 @@ def seeds_address(_root, out):
 
 
 def seeds_agent_config(root, out):
-    with open(os.path.join(root, 'deploy', 'agent.toml.example'), 'rb') as f:
-        write(out, 'agent.toml.example', f.read())
+    with open(os.path.join(root, 'deploy', 'config', 'agent.toml'), 'rb') as f:
+        write(out, 'agent.toml', f.read())
     write(out, 'minimal', b'[agent]\nestimate_server = "127.0.0.1:50051"\n[[port]]\nport = 0\n'
           b'response_bytes = 15000\n')
     write(out, 'policy', b'[policy]\nwindow_rule = "paper"\nmax_initial_cwnd = 32\n'
