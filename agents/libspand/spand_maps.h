@@ -50,7 +50,8 @@ struct spand_prefix_key {
 #define SPAND_STATE_PACED 0x100u
 #define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
 #define SPAND_STATE_TRAIN 0x400u   /* timing the ACKs of the socket's first flight */
-#define SPAND_STATE_CLASSED 0x800u /* first window acked, still in its pacing class until unclass_mark */
+#define SPAND_STATE_CLASSED \
+  0x800u /* first window acked, still in its pacing class until unclass_mark */
 
 /* prefix_rate's value: the bottleneck rate read from the dispersion of first-flight ACK trains
  * toward a client network (keyed like prefix_active), the largest since the agent last took

@@ -111,7 +111,8 @@ bool WindowPipe::connect(std::string& error) {
       resp::Reply r;
       Accumulator unused;
       size_t used = 0;
-      const resp::Parse s = resp::parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, unused, used);
+      const resp::Parse s =
+          resp::parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, unused, used);
       if (s == resp::Parse::kIncomplete) {
         if (!receive(error)) return false;
         continue;
@@ -218,7 +219,8 @@ void WindowPipe::read(WindowReadOp* const* ops, size_t n) {
         WindowReadOp& op = *ops[done];
         resp::Reply r;
         size_t used = 0;
-        const resp::Parse s = resp::parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, op.acc, used);
+        const resp::Parse s =
+            resp::parse_reply(in_.data() + in_begin_, in_.data() + in_end_, r, op.acc, used);
         if (s == resp::Parse::kIncomplete) {
           if (!receive(error)) break;
           continue;

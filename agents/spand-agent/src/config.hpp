@@ -46,7 +46,8 @@ struct PolicyConfig {
   bool path_rate = true;
   uint32_t path_rate_interval_ms = 20;
   double path_rate_window_s = 300;
-  double share_window_s = 10;  // kRounds: how long the host's concurrency toward a prefix is remembered
+  double share_window_s =
+      10;  // kRounds: how long the host's concurrency toward a prefix is remembered
 };
 
 struct AgentConfig {
