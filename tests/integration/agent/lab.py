@@ -269,10 +269,12 @@ FRAME = MSS + 66  # bytes on the wire per full segment: Ethernet 14, IPv4 20, TC
 
 def htb_class_rate(rate):
     """The pacing class rate the agent's HTB gives a socket paced at `rate` bytes/s, from the
-    rule documented in spand_maps.h: 8 bins per octave from 8 KiB/s, each bin at its lower
-    edge (8 + m) * 2^(e - 3), the highest edge not above the rate."""
+    rules in spand_maps.h and the sock_ops program's pace_class(): the class is asked for 1.25
+    times the kernel's rate; 8 bins per octave from 8 KiB/s, each bin at its lower edge
+    (8 + m) * 2^(e - 3), the highest edge not above what is asked."""
+    asked = min(rate + rate // 4, 0xffffffff)
     edges = [(8 + m) << (e - 3) for e in range(13, 32) for m in range(8)]
-    return max([edges[0]] + [x for x in edges if x <= rate])
+    return max([edges[0]] + [x for x in edges if x <= asked])
 
 
 def segment_times(pcap, n_segments):
