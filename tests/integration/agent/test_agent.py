@@ -178,7 +178,8 @@ def test_bpf_htb_paces_the_whole_first_window():
         assert cwnd == EXPECTED and ssthresh <= cwnd
         assert flight <= EXPECTED * MSS
         class_rate = htb_class_rate(rate_bps)
-        assert 0.875 * rate_bps < class_rate <= rate_bps
+        # The class is asked for 1.25 x the kernel's rate and gets the bin at or under that.
+        assert 0.875 * 1.25 * rate_bps < class_rate <= 1.25 * rate_bps
         span_s, ideal_s, gaps, burst = window_timing(times, class_rate)
         print("htb: rate %d B/s, class %d B/s; first window of %d: span %.2f ms, ideal %.2f ms, "
               "longest burst %d segments" % (rate_bps, class_rate, EXPECTED, span_s * 1e3,
@@ -186,14 +187,15 @@ def test_bpf_htb_paces_the_whole_first_window():
         print("htb: gaps (ms): " + " ".join("%.2f" % (g * 1e3) for g in gaps))
         assert 0.85 * ideal_s <= span_s <= 1.3 * ideal_s + 0.005
         # TCP hands the qdisc 2-segment GSO packets at this rate (tcp_min_tso_segs), so a
-        # burst is the bucket's 4 frames plus at most one such packet.
+        # burst is the bucket's 2 frames plus at most a few such packets.
         assert burst <= 6
         m = srv.wait_line(r"done port=%d cwnd=(\d+) ssthresh=(\d+) max_pacing=(\d+)" % holder["port"])
         assert int(m.group(3)) == 2**64 - 1
         stats = program_stats()
         assert stats[STAT_PACE_CLASSED] >= 1 and stats[STAT_PACE_UNCLASSED] >= 1
         assert stats[STAT_PACE_SKIPPED] == 0
-        # The connection left its class with the first window: later segments went unshaped.
+        # The connection left its class a round after its first window was acked (nothing it
+        # sent through the class still queued there): later segments went unshaped.
         sent = sum(int(x) for x in re.findall(r"Sent \d+ bytes (\d+) pkt", sh(
             "ip netns exec %s tc -s class show dev %s" % (lab.srv, dev)).stdout))
         assert EXPECTED <= sent < 139
