@@ -10,6 +10,22 @@ namespace {
 
 // Every key below is written as a literal with its punctuation: the order is the documented one
 // (docs/records.md), the same as when nlohmann::json built the objects.
+// A half's RTT samples: count, then min, mean and max (null without a sample).
+void rtt_json(JsonLine& j, const HalfRecord& h) {
+  j.lit(",\"rtt_count\":");
+  j.u64(h.rtt_count);
+  if (h.rtt_count) {
+    j.lit(",\"rtt_min_us\":");
+    j.u64(h.rtt_min_us);
+    j.lit(",\"rtt_mean_us\":");
+    j.u64(h.rtt_sum_us / h.rtt_count);
+    j.lit(",\"rtt_max_us\":");
+    j.u64(h.rtt_max_us);
+  } else {
+    j.lit(",\"rtt_min_us\":null,\"rtt_mean_us\":null,\"rtt_max_us\":null");
+  }
+}
+
 void half_json(JsonLine& j, const HalfRecord& h) {
   j.lit("{\"bytes\":");
   j.u64(h.bytes);
@@ -37,18 +53,7 @@ void half_json(JsonLine& j, const HalfRecord& h) {
   j.u64(h.loss_events_fast);
   j.lit(",\"loss_events_timeout\":");
   j.u64(h.loss_events_timeout);
-  j.lit(",\"rtt_count\":");
-  j.u64(h.rtt_count);
-  if (h.rtt_count) {
-    j.lit(",\"rtt_min_us\":");
-    j.u64(h.rtt_min_us);
-    j.lit(",\"rtt_mean_us\":");
-    j.u64(h.rtt_sum_us / h.rtt_count);
-    j.lit(",\"rtt_max_us\":");
-    j.u64(h.rtt_max_us);
-  } else {
-    j.lit(",\"rtt_min_us\":null,\"rtt_mean_us\":null,\"rtt_max_us\":null");
-  }
+  rtt_json(j, h);
   j.lit(",\"mss\":");
   j.u64(h.mss);
   j.lit(",\"wscale\":");
@@ -142,18 +147,7 @@ void flow_json(JsonLine& j, const FlowRecord& f) {
   opt_us(j, f.synack_ack_us);
   // The server's data measures the path to the client; these summarize it.
   const HalfRecord& s = f.s2c;
-  j.lit(",\"rtt_count\":");
-  j.u64(s.rtt_count);
-  if (s.rtt_count) {
-    j.lit(",\"rtt_min_us\":");
-    j.u64(s.rtt_min_us);
-    j.lit(",\"rtt_mean_us\":");
-    j.u64(s.rtt_sum_us / s.rtt_count);
-    j.lit(",\"rtt_max_us\":");
-    j.u64(s.rtt_max_us);
-  } else {
-    j.lit(",\"rtt_min_us\":null,\"rtt_mean_us\":null,\"rtt_max_us\":null");
-  }
+  rtt_json(j, s);
   // Tstat's server completion time: first to last data segment from the server.
   j.lit(",\"completion_time_us\":");
   if (s.data_packets) {
