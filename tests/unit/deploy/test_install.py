@@ -124,7 +124,10 @@ def test_pkg_config_builds_a_c_program(dest, tmp_path):
                            capture_output=True, text=True, env=env, check=True)
     assert dest in flags.stdout, flags.stdout  # resolved inside DESTDIR, not the host's /usr
     exe = tmp_path / "c_api"
-    subprocess.run(["cc", "-std=c11", os.path.join(ROOT, "tests", "unit", "libspand",
+    # A sanitized build's static libspand needs the same runtime in the program that links it.
+    sanitize = os.environ.get("SPAND_SANITIZE", "none")
+    san = ["-fsanitize=" + sanitize] if sanitize not in ("", "none") else []
+    subprocess.run(["cc", "-std=c11", *san, os.path.join(ROOT, "tests", "unit", "libspand",
                                                     "c_api_test.c"), "-o", str(exe),
                     *flags.stdout.split()], check=True)
     assert subprocess.run([str(exe)]).returncode == 0
