@@ -700,7 +700,10 @@ void Tracker::close(Flow& f, CloseReason reason) {
   uint16_t end_wc[2] = {};
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
-    if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
+    // A window under one segment is no window: a sender whose only data began below its ISN
+    // and was acked a byte at a time (found by fuzz_pipeline) ended with cwnd 51/65536 and
+    // made a W_c sample of 0.
+    if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && cwnd_segments(h) >= 1) {
       // An evicted flow's window is cut short (a flood pushed it out): not its W_c.
       if (reason == CloseReason::kEvicted) {
         if (d == Dir::kS2C) ++emit_.counters->wc_unsound_evicted;

@@ -794,6 +794,23 @@ TEST(TrackerSound, AckStampedBeforeItsSegmentMakesNoRttSample) {
   EXPECT_EQ(rtt->rtt_source, RttSource::kDataToAck);
 }
 
+// A sender's window under one segment is no W_c (fuzz_pipeline): a SYN-ACK without its SYN, one
+// segment without ACK that starts below the server's ISN, a FIN-ACK of one byte beyond the
+// ISN + 1: slow start grew cwnd by 1/1460 of a segment, and the end of the connection took
+// cwnd >> 16 = 0 segments as the window.
+TEST(TrackerSound, WindowUnderOneSegmentMakesNoWcSample) {
+  Conn k;
+  k.s(kS, kC + 1, kSyn | kAck);
+  k.wait_us(1'000'000);
+  k.s(kS - 61, 0, 0, 15824);
+  k.wait_us(131);
+  k.c(kC + 1, kS + 2, kFin | kAck);
+  k.finish();
+  for (const Sample& s : k.samples()) {
+    if (s.kind == SampleKind::kWc) EXPECT_GE(s.value, 1u);
+  }
+}
+
 TEST(FlowTable, InsertFindEraseUnderCollisions) {
   FlowTable t(1000);
   std::vector<FlowKey> keys;
