@@ -2,7 +2,7 @@
 # Installs what spand needs, builds it (warnings as errors), and runs every test suite; then
 # builds everything again with AddressSanitizer + UBSan (leak checks on) and runs the unit and pcap
 # suites under it: the gateway core, the estimate service and Redis code, the agent's core; then
-# runs each libFuzzer target of tests/fuzz for 20 s under ASan + UBSan (clang, build-fuzz).
+# runs each libFuzzer target of tests/fuzz for 15 s under ASan + UBSan (clang, build-fuzz).
 # Usage (as root): bash deploy/test-all.sh   (from anywhere; builds in ./build-test, ./build-asan
 # and ./build-fuzz)
 set -euo pipefail
@@ -35,6 +35,6 @@ UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=detect_leaks=1 \
 echo "== fuzz: each libFuzzer target (tests/fuzz) for a short run under ASan + UBSan"
 # clang's libFuzzer; only the fuzz targets and what they link are built (not gRPC or the agent).
 [ -d build-fuzz ] || CC=clang CXX=clang++ meson setup build-fuzz -Dfuzz=true -Dtests=false \
-  -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz_seconds=20
+  -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz_seconds=15
 ninja -C build-fuzz -j "$jobs" fuzz
 meson test -C build-fuzz --no-rebuild --print-errorlogs --num-processes 1 --suite fuzz

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "client_channel.hpp"
 #include "spand/v1/estimates.grpc.pb.h"
 #include "spand_version.hpp"
 #include "spandctl_cwnd.h"
@@ -30,7 +31,8 @@ constexpr const char* kDefaultServer = "127.0.0.1:50051";
 constexpr uint64_t kMaxTimeoutMs = 86'400'000;
 
 const char* const kHelp =
-    "usage: spandctl [--server HOST:PORT] [--json] [--timeout-ms MS] <command> [args]\n"
+    "usage: spandctl [--server HOST:PORT] [--json] [--timeout-ms MS] [--tls-ca FILE ...]\n"
+    "                <command> [args]\n"
     "\n"
     "commands:\n"
     "  get ADDR... [--bytes N] [--mss N] [--b N]\n"
@@ -47,7 +49,12 @@ const char* const kHelp =
     "options:\n"
     "  --server HOST:PORT  estimate server (default $SPAND_SERVER, else 127.0.0.1:50051)\n"
     "  --json              JSON output (get, top: one array; watch: one object per line)\n"
-    "  --timeout-ms MS     deadline of each unary call (default 5000)\n"
+    "  --timeout-ms MS     deadline of each unary call (default 5000, at most 86400000)\n"
+    "  --tls-ca FILE       TLS: the CA (PEM) that signed the server's certificate\n"
+    "  --tls-cert FILE     mutual TLS: this client's certificate (PEM), with --tls-key\n"
+    "  --tls-key FILE      mutual TLS: its private key (PEM)\n"
+    "  --tls-server-name N the name in the server's certificate, when --server is an address\n"
+    "                      the certificate does not carry\n"
     "  --version           print the version, the git revision and gRPC's version\n"
     "exit status: 0 ok, 1 the server returned an error or is unreachable, 2 bad usage\n";
 
@@ -55,6 +62,7 @@ struct Globals {
   std::string server;
   bool json = false;
   long timeout_ms = 5000;
+  spand::ClientTls tls;
 };
 
 int usage_error(const std::string& msg) {
@@ -69,6 +77,39 @@ bool parse_u64(const char* text, uint64_t& out) {
   const unsigned long long v = std::strtoull(text, &end, 10);
   if (errno != 0 || *end != '\0') return false;
   out = v;
+  return true;
+}
+
+// A global option at argv[i], before or after the command: true when it is one (`i` then points
+// at its value, if it takes one); a bad or missing value sets `error`.
+bool global_option(int argc, char** argv, int& i, Globals& g, std::string& error) {
+  const std::string a = argv[i];
+  if (a == "--json") {
+    g.json = true;
+    return true;
+  }
+  std::string* text = a == "--server"            ? &g.server
+                      : a == "--tls-ca"          ? &g.tls.ca_file
+                      : a == "--tls-cert"        ? &g.tls.cert_file
+                      : a == "--tls-key"         ? &g.tls.key_file
+                      : a == "--tls-server-name" ? &g.tls.server_name
+                                                 : nullptr;
+  if (!text && a != "--timeout-ms") return false;
+  if (i + 1 >= argc) {
+    error = a + " needs a value";
+    return true;
+  }
+  const char* value = argv[++i];
+  if (text) {
+    *text = value;
+    return true;
+  }
+  uint64_t t = 0;
+  if (!parse_u64(value, t) || t == 0 || t > kMaxTimeoutMs) {
+    error = "--timeout-ms needs an integer in 1..86400000";
+    return true;
+  }
+  g.timeout_ms = long(t);
   return true;
 }
 
@@ -324,21 +365,10 @@ int main(int argc, char** argv) {
     } else if (a == "--version") {
       spand::print_version("spandctl", {{"gRPC", grpc::Version()}});
       return kExitOk;
-    } else if (a == "--server") {
-      if (i + 1 >= argc) return usage_error("--server needs HOST:PORT");
-      g.server = argv[++i];
-    } else if (a == "--json") {
-      g.json = true;
-    } else if (a == "--timeout-ms") {
-      uint64_t t = 0;
-      if (i + 1 >= argc || !parse_u64(argv[i + 1], t) || t == 0 || t > kMaxTimeoutMs) {
-        return usage_error("--timeout-ms needs an integer in 1..86400000");
-      }
-      g.timeout_ms = long(t);
-      ++i;
-    } else {
-      break;
     }
+    std::string error;
+    if (!global_option(argc, argv, i, g, error)) break;
+    if (!error.empty()) return usage_error(error);
   }
   if (i >= argc) {
     std::cerr << kHelp;
@@ -351,17 +381,9 @@ int main(int argc, char** argv) {
   std::vector<char*> rest;
   for (int j = i + 1; j < argc; ++j) {
     const std::string a = argv[j];
-    if (a == "--json") {
-      g.json = true;
-    } else if (a == "--server" && j + 1 < argc) {
-      g.server = argv[++j];
-    } else if (a == "--timeout-ms" && j + 1 < argc) {
-      uint64_t t = 0;
-      if (!parse_u64(argv[j + 1], t) || t == 0 || t > kMaxTimeoutMs) {
-        return usage_error("--timeout-ms needs an integer in 1..86400000");
-      }
-      g.timeout_ms = long(t);
-      ++j;
+    std::string error;
+    if (global_option(argc, argv, j, g, error)) {
+      if (!error.empty()) return usage_error(error);
     } else if (a == "-h" || a == "--help") {
       std::cout << kHelp;
       return kExitOk;
@@ -375,7 +397,9 @@ int main(int argc, char** argv) {
   if (cmd != "get" && cmd != "watch" && cmd != "top") {
     return usage_error("unknown command '" + cmd + "'");
   }
-  auto channel = grpc::CreateChannel(g.server, grpc::InsecureChannelCredentials());
+  std::string error;
+  auto channel = spand::make_client_channel(g.server, g.tls, "--tls-", error);
+  if (!channel) return usage_error(error);
   auto stub = v1::Estimates::NewStub(channel);
   if (cmd == "get") return cmd_get(g, *stub, rest_argc, rest_argv);
   if (cmd == "watch") return cmd_watch(g, *stub, rest_argc, rest_argv);

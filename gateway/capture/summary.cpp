@@ -52,7 +52,10 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
                  t.capture_drops, t.capture_interface_down);
   }
   if (t.rtt_below_resolution) {
-    std::fprintf(out, "anomaly %-17s %" PRIu64 " (RTT samples under the clock's resolution)\n",
+    std::fprintf(out,
+                 "anomaly %-17s %" PRIu64
+                 " (RTT samples under the clock's resolution, or ACKs stamped before their "
+                 "segment)\n",
                  "rtt_unmeasurable", t.rtt_below_resolution);
   }
   if (t.seq_jumps || t.wc_unsound_seq_jump || t.wc_unsound_pickup || t.wc_unsound_evicted) {

@@ -558,7 +558,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     h.dupacks = 0;
     if ((h.flags & kHfTimedValid) && seq_ge(ack, h.timed_end)) {
       h.flags &= ~kHfTimedValid;
-      rtt_sample(f, d, now_us - h.timed_us, RttSource::kDataToAck);
+      rtt_between(f, d, h.timed_us, now_us, RttSource::kDataToAck);
     }
     const uint32_t mss = h.smss ? h.smss : 1460;
     const uint32_t acked_q16 = uint32_t(std::min<uint64_t>(uint64_t(acked) * kQ16 / mss, 1u << 24));
@@ -610,7 +610,7 @@ void Tracker::on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us)
   if (!(h.flags & kHfTsPending)) return;
   if (tsecr == h.ts_val) {
     h.flags &= ~kHfTsPending;
-    rtt_sample(f, d, now_us - h.ts_us, RttSource::kTimestamp);
+    rtt_between(f, d, h.ts_us, now_us, RttSource::kTimestamp);
   } else if (seq_gt(tsecr, h.ts_val)) {
     h.flags &= ~kHfTsPending;  // the echo of our value was missed
   }
@@ -626,6 +626,17 @@ Sample Tracker::base_sample(const Flow& f, SampleKind kind) const {
   s.client_port = client_lo ? f.key.lo_port : f.key.hi_port;
   s.server_port = client_lo ? f.key.hi_port : f.key.lo_port;
   return s;
+}
+
+void Tracker::rtt_between(Flow& f, Dir d, uint32_t sent_us, uint32_t now_us, RttSource src) {
+  // Capture timestamps that go backwards (reordered by the capture, as in
+  // tcptrace_hardware_dups.dmp) put the ACK before its segment: the unsigned difference wrapped to
+  // about 71 minutes (2^32 us). Not a measurement.
+  if (now_us < sent_us) {
+    ++emit_.counters->rtt_below_resolution;
+    return;
+  }
+  rtt_sample(f, d, now_us - sent_us, src);
 }
 
 void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
@@ -689,7 +700,10 @@ void Tracker::close(Flow& f, CloseReason reason) {
   uint16_t end_wc[2] = {};
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
-    if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && h.cwnd_q16 > 0) {
+    // A window under one segment is no window: a sender whose only data began below its ISN
+    // and was acked a byte at a time (found by fuzz_pipeline) ended with cwnd 51/65536 and
+    // made a W_c sample of 0.
+    if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && cwnd_segments(h) >= 1) {
       // An evicted flow's window is cut short (a flood pushed it out): not its W_c.
       if (reason == CloseReason::kEvicted) {
         if (d == Dir::kS2C) ++emit_.counters->wc_unsound_evicted;

@@ -23,7 +23,8 @@ struct TrackerConfig {
   uint32_t dup_window_us = 2'000;         // identical-segment copies this close are the capture's
   // The capture clock's resolution: an RTT below it was not measured (a source with one
   // timestamp per receive burst gives 0 for a segment and its ACK in one burst), so it is
-  // counted in rtt_below_resolution and not used. 0 = per-packet timestamps.
+  // counted in rtt_below_resolution and not used (so is an ACK stamped before its segment).
+  // 0 = per-packet timestamps.
   uint32_t rtt_resolution_us = 0;
   // Networks whose hosts are servers ("inside"); decides roles for connections without a SYN.
   static constexpr int kMaxInside = 16;
@@ -67,6 +68,8 @@ class Tracker {
   void end_round(Flow& f, Dir d);
   // A new round (one flight) begins at snd_max.
   static void start_round(HalfFlow& h);
+  // The RTT from a segment sent at sent_us to its ACK at now_us, when the clock did not go back.
+  void rtt_between(Flow& f, Dir d, uint32_t sent_us, uint32_t now_us, RttSource src);
   void rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src);
   void wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited);
   Sample base_sample(const Flow& f, SampleKind kind) const;

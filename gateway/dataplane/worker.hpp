@@ -55,7 +55,8 @@ struct WorkerCounters {
   uint64_t loss_states = 0;        // directions holding a LossState now (set by the tracker)
   uint64_t loss_states_peak = 0;   // the most held at once
   uint64_t loss_states_exhausted = 0;  // LossStates refused by a full pool (never expected)
-  uint64_t rtt_below_resolution = 0;   // RTT samples not emitted: under the clock's resolution
+  // RTT samples not emitted: under the clock's resolution, or an ACK stamped before its segment.
+  uint64_t rtt_below_resolution = 0;
   // W_c samples not emitted because the flight was not sound (dataplane/README.md, "Sound
   // samples"): a sequence jump beyond the window, a mid-stream pickup whose flights never
   // exceeded 2 segments, a flow evicted from a full table.

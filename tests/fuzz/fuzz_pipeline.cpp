@@ -3,10 +3,14 @@
 // policy, eviction and timeouts are reached.
 // Input: byte 0 chooses the mode (bit 0: a live source, handle_frame() and advance_time() after
 // every frame; else a replay); then records of [ctl][len][len bytes of frame]: ctl bits 0-2 pick
-// the link type, bits 3-7 a time step (0: same time, k: 2^(k+9) ns, 1 us to 18 minutes).
+// the link type (7: Ethernet with the time step taken backwards, as captures with reordered
+// timestamps have them), bits 3-7 a time step (0: same time, k: 2^(k+9) ns, 1 us to 18 minutes).
 // Properties: every frame is tracked or dropped with a reason, once; every flow is closed or
-// evicted by the end; W_c samples are at least one segment; and a replay gives the same counters
-// and samples frame by frame (handle_frame) as in bursts (stage_frame, the sources' path).
+// evicted by the end; W_c samples are at least one segment; no RTT sample is longer than the
+// input's time span (a timestamp going backwards must not wrap); and a replay gives the same
+// counters and samples frame by frame (handle_frame) as in bursts (stage_frame, the sources'
+// path).
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -44,7 +48,7 @@ void drain(Worker& w, Outcome& out) {
   while (w.flows().pop(r)) ++out.records;
 }
 
-void check_accounting(const Outcome& o, size_t frames) {
+void check_accounting(const Outcome& o, size_t frames, uint64_t span_ns) {
   const WorkerCounters& c = o.counters;
   uint64_t dropped = 0;
   for (uint64_t d : c.drops) dropped += d;
@@ -53,8 +57,10 @@ void check_accounting(const Outcome& o, size_t frames) {
   FUZZ_CHECK(c.active_flows == 0);
   FUZZ_CHECK(c.flows_created == c.flows_closed + c.flows_evicted);
   FUZZ_CHECK(o.records + c.ring_full_flows == c.flows_created);
-  for (const Sample& s : o.samples)
+  for (const Sample& s : o.samples) {
     if (s.kind == SampleKind::kWc) FUZZ_CHECK(s.value >= 1);
+    if (s.kind == SampleKind::kRtt) FUZZ_CHECK(uint64_t(s.value) * 1000 <= span_ns);
+  }
 }
 
 bool same_sample(const Sample& a, const Sample& b) {
@@ -70,16 +76,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const bool live = data[0] & 1;
   std::vector<Frame> frames;
-  uint64_t ts_ns = 1'700'000'000'000'000'000ull;
+  uint64_t ts_ns = 1'700'000'000'000'000'000ull, min_ns = ts_ns, max_ns = ts_ns;
   for (size_t i = 1; i + 2 <= size;) {
     const uint8_t ctl = data[i];
     const size_t len = std::min<size_t>(data[i + 1], size - i - 2);
     const uint32_t step = ctl >> 3;
-    ts_ns += step ? uint64_t(1) << (step + 9) : 0;
+    const uint64_t step_ns = step ? uint64_t(1) << (step + 9) : 0;
+    ts_ns = (ctl & 7) == 7 ? ts_ns - step_ns : ts_ns + step_ns;
+    min_ns = std::min(min_ns, ts_ns);
+    max_ns = std::max(max_ns, ts_ns);
     frames.push_back({fuzz::kLinks[(ctl & 7) % fuzz::kLinkCount], ts_ns,
                       std::vector<uint8_t>(data + i + 2, data + i + 2 + len)});
     i += 2 + len;
   }
+  const uint64_t span_ns = max_ns - min_ns;
 
   Outcome one;
   {
@@ -94,7 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     drain(w, one);
     one.counters = w.counters();
   }
-  check_accounting(one, frames.size());
+  check_accounting(one, frames.size(), span_ns);
   if (live) return 0;
 
   Outcome burst;
@@ -110,7 +120,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     drain(w, burst);
     burst.counters = w.counters();
   }
-  check_accounting(burst, frames.size());
+  check_accounting(burst, frames.size(), span_ns);
   FUZZ_CHECK(one.counters.tcp_packets == burst.counters.tcp_packets);
   FUZZ_CHECK(one.counters.flows_created == burst.counters.flows_created);
   FUZZ_CHECK(one.counters.flows_evicted == burst.counters.flows_evicted);

@@ -102,13 +102,36 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   Reader r(name);
   r.unknown_keys(root, {"agent", "policy", "port"});
   if (const toml::table* a = root["agent"].as_table()) {
-    r.unknown_keys(*a,
-                   {"estimate_server", "estimates_file", "mode", "cgroup", "metrics_listen",
-                    "report_socket", "prefix_len_v4", "prefix_len_v6", "refresh_interval_ms",
-                    "grpc_deadline_ms", "kernel_hz", "prefixes", "tune_outgoing", "sample_tcp_info",
-                    "sample_interval_ms", "sample_max_sockets", "pace_devices", "scalable"});
+    r.unknown_keys(*a, {"estimate_server",
+                        "estimates_file",
+                        "mode",
+                        "cgroup",
+                        "metrics_listen",
+                        "report_socket",
+                        "prefix_len_v4",
+                        "prefix_len_v6",
+                        "refresh_interval_ms",
+                        "grpc_deadline_ms",
+                        "kernel_hz",
+                        "prefixes",
+                        "tune_outgoing",
+                        "sample_tcp_info",
+                        "sample_interval_ms",
+                        "sample_max_sockets",
+                        "pace_devices",
+                        "scalable",
+                        "tls_ca",
+                        "tls_cert",
+                        "tls_key",
+                        "tls_server_name",
+                        "report_token_file"});
     r.string(*a, "estimate_server", cfg.estimate_server);
     r.string(*a, "estimates_file", cfg.estimates_file);
+    r.string(*a, "tls_ca", cfg.tls_ca);
+    r.string(*a, "tls_cert", cfg.tls_cert);
+    r.string(*a, "tls_key", cfg.tls_key);
+    r.string(*a, "tls_server_name", cfg.tls_server_name);
+    r.string(*a, "report_token_file", cfg.report_token_file);
     if (const toml::node* n = a->get("mode")) {
       std::string m;
       r.string(*a, "mode", m);
@@ -258,6 +281,11 @@ std::string config_to_toml(const AgentConfig& cfg) {
   toml::table agent{
       {"estimate_server", cfg.estimate_server},
       {"estimates_file", cfg.estimates_file},
+      {"tls_ca", cfg.tls_ca},
+      {"tls_cert", cfg.tls_cert},
+      {"tls_key", cfg.tls_key},
+      {"tls_server_name", cfg.tls_server_name},
+      {"report_token_file", cfg.report_token_file},
       {"mode", mode_name(cfg.mode)},
       {"cgroup", cfg.cgroup_path},
       {"metrics_listen", cfg.metrics_listen},

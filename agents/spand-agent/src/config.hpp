@@ -54,6 +54,14 @@ struct AgentConfig {
   std::string config_path;
   std::string estimate_server;  // host:port of spand.v1 Estimates
   std::string estimates_file;   // static estimates (JSON) instead of the server
+  // Transport security toward estimate_server (docs/api.md, "Security"): TLS when tls_ca is set
+  // (the CA of the server's certificate), mutual TLS with tls_cert and tls_key; tls_server_name
+  // when estimate_server is an address the certificate does not name. Read at start.
+  std::string tls_ca;
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_server_name;
+  std::string report_token_file;  // Report's bearer token (first line), for TCP_INFO samples
   Mode mode = Mode::kAuto;
   std::string cgroup_path;                      // empty: the cgroup2 mount found at start
   std::string metrics_listen = "0.0.0.0:9464";  // empty: no /metrics; reachable by a scraper

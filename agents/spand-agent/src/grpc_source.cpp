@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
 
+#include "client_channel.hpp"
 #include "spand.h"
 #include "spand/v1/estimates.grpc.pb.h"
 
@@ -32,10 +35,28 @@ std::optional<Estimate> from_proto(const spand::v1::Estimate& e) {
 
 }  // namespace
 
-GrpcEstimateSource::GrpcEstimateSource(const std::string& target, uint32_t deadline_ms)
-    : channel_(grpc::CreateChannel(target, grpc::InsecureChannelCredentials())),
-      deadline_ms_(deadline_ms) {
+GrpcEstimateSource::GrpcEstimateSource(std::shared_ptr<grpc::Channel> channel, uint32_t deadline_ms,
+                                       std::string report_token)
+    : channel_(std::move(channel)),
+      deadline_ms_(deadline_ms),
+      report_token_(std::move(report_token)) {
   thread_ = std::thread([this] { watch_loop(); });
+}
+
+void GrpcEstimateSource::log_failure(const char* call, const grpc::Status& st) {
+  // The first failure, then at most one line every 10 s with the count since (a service down or
+  // a TLS handshake refused: never silent, never a flood).
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lk(log_mu_);
+  ++failures_unlogged_;
+  if (logged_once_ && now - last_log_ < std::chrono::seconds(10)) return;
+  std::fprintf(stderr,
+               "spand-agent: %s to the estimate service failed (%" PRIu64
+               " failures since the last line): code %d: %s\n",
+               call, failures_unlogged_, int(st.error_code()), st.error_message().c_str());
+  logged_once_ = true;
+  last_log_ = now;
+  failures_unlogged_ = 0;
 }
 
 GrpcEstimateSource::~GrpcEstimateSource() {
@@ -58,6 +79,7 @@ FetchResult GrpcEstimateSource::get(const Prefix& prefix) {
   grpc::Status st = stub->Get(&ctx, req, &resp);
   if (!st.ok()) {
     ++errors_;
+    log_failure("Get", st);
     return {FetchStatus::kUnavailable, std::nullopt};
   }
   auto est = from_proto(resp);
@@ -145,6 +167,7 @@ bool GrpcEstimateSource::report(const std::vector<ReportItem>& items) {
   auto stub = spand::v1::Estimates::NewStub(channel_);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(deadline_ms_ * 5));
+  add_report_token(ctx, report_token_);
   spand::v1::ReportSummary summary;
   auto writer = stub->Report(&ctx, &summary);
   for (const auto& it : items) {
@@ -157,7 +180,10 @@ bool GrpcEstimateSource::report(const std::vector<ReportItem>& items) {
   }
   writer->WritesDone();
   grpc::Status st = writer->Finish();
-  if (!st.ok()) ++errors_;
+  if (!st.ok()) {
+    ++errors_;
+    log_failure("Report", st);
+  }
   return st.ok();
 }
 

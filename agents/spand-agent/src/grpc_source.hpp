@@ -4,7 +4,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,13 +18,17 @@
 namespace grpc {
 class Channel;
 class ClientContext;
+class Status;
 }  // namespace grpc
 
 namespace spand::agent {
 
 class GrpcEstimateSource : public EstimateSource {
  public:
-  GrpcEstimateSource(const std::string& target, uint32_t deadline_ms);
+  // `channel`: plain or TLS (proto/client_channel.hpp); `report_token`: Report's bearer token,
+  // "" for none.
+  GrpcEstimateSource(std::shared_ptr<grpc::Channel> channel, uint32_t deadline_ms,
+                     std::string report_token);
   ~GrpcEstimateSource() override;
   FetchResult get(const Prefix& prefix) override;
   void watch(const std::vector<Prefix>& prefixes) override;
@@ -33,8 +39,10 @@ class GrpcEstimateSource : public EstimateSource {
 
  private:
   void watch_loop();
+  void log_failure(const char* call, const grpc::Status& st);  // rate-limited, stderr
   std::shared_ptr<grpc::Channel> channel_;
   uint32_t deadline_ms_;
+  std::string report_token_;
   std::atomic<uint64_t> errors_{0};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -44,6 +52,10 @@ class GrpcEstimateSource : public EstimateSource {
   std::vector<Estimate> pending_;
   bool stop_ = false;
   std::thread thread_;
+  std::mutex log_mu_;
+  bool logged_once_ = false;
+  uint64_t failures_unlogged_ = 0;
+  std::chrono::steady_clock::time_point last_log_;
 };
 
 }  // namespace spand::agent

@@ -47,6 +47,7 @@
 #ifdef SPAND_AGENT_GRPC
 #include <grpcpp/grpcpp.h>
 
+#include "client_channel.hpp"
 #include "grpc_source.hpp"
 #endif
 #ifdef SPAND_AGENT_SCALABLE
@@ -110,6 +111,12 @@ void usage(std::FILE* out) {
       "usage: spand-agent [options]\n"
       "  -c, --config FILE          TOML configuration (see deploy/config/agent.toml)\n"
       "  -s, --server HOST:PORT     spand.v1 estimate service\n"
+      "      --tls-ca FILE          TLS to the service: the CA (PEM) of its certificate\n"
+      "      --tls-cert FILE        mutual TLS: this agent's certificate (PEM), with --tls-key\n"
+      "      --tls-key FILE         mutual TLS: its private key (PEM)\n"
+      "      --tls-server-name NAME the name in the service's certificate, when --server is an\n"
+      "                             address it does not carry\n"
+      "      --report-token-file F  Report's bearer token (first line), for --sample-tcp-info\n"
       "  -f, --estimates-file FILE  static estimates (JSON) instead of the service\n"
       "  -m, --mode bpf|route|auto  how to apply (default auto: bpf, else route)\n"
       "  -g, --cgroup PATH          cgroup v2 directory for the sock_ops program\n"
@@ -312,7 +319,12 @@ int run(int argc, char** argv) {
     kPrefixLenV4,
     kPrefixLenV6,
     kPrintConfig,
-    kVersion
+    kVersion,
+    kTlsCa,
+    kTlsCert,
+    kTlsKey,
+    kTlsServerName,
+    kReportTokenFile
   };
   static const option opts[] = {
       {"config", required_argument, nullptr, 'c'},
@@ -335,6 +347,11 @@ int run(int argc, char** argv) {
       {"sample-interval-ms", required_argument, nullptr, kSampleIntervalMs},
       {"pace-device", required_argument, nullptr, kPaceDevice},
       {"window-rule", required_argument, nullptr, kWindowRule},
+      {"tls-ca", required_argument, nullptr, kTlsCa},
+      {"tls-cert", required_argument, nullptr, kTlsCert},
+      {"tls-key", required_argument, nullptr, kTlsKey},
+      {"tls-server-name", required_argument, nullptr, kTlsServerName},
+      {"report-token-file", required_argument, nullptr, kReportTokenFile},
       {"dry-run", no_argument, nullptr, kDryRun},
       {"once", no_argument, nullptr, kOnce},
       {"help", no_argument, nullptr, 'h'},
@@ -413,6 +430,21 @@ int run(int argc, char** argv) {
         break;
       case 's':
         cfg.estimate_server = val;
+        break;
+      case kTlsCa:
+        cfg.tls_ca = val;
+        break;
+      case kTlsCert:
+        cfg.tls_cert = val;
+        break;
+      case kTlsKey:
+        cfg.tls_key = val;
+        break;
+      case kTlsServerName:
+        cfg.tls_server_name = val;
+        break;
+      case kReportTokenFile:
+        cfg.report_token_file = val;
         break;
       case 'f':
         cfg.estimates_file = val;
@@ -561,7 +593,16 @@ int run(int argc, char** argv) {
     source = std::move(fs);
   } else {
 #ifdef SPAND_AGENT_GRPC
-    auto gs = std::make_unique<GrpcEstimateSource>(cfg.estimate_server, cfg.grpc_deadline_ms);
+    const ClientTls tls{cfg.tls_ca, cfg.tls_cert, cfg.tls_key, cfg.tls_server_name};
+    std::string err;
+    std::string token;
+    auto channel = make_client_channel(cfg.estimate_server, tls, "--tls-", err);
+    if (!channel || !read_report_token(cfg.report_token_file, "--report-token-file", token, err)) {
+      std::fprintf(stderr, "spand-agent: %s\n", err.c_str());
+      return kExitUsage;
+    }
+    auto gs = std::make_unique<GrpcEstimateSource>(std::move(channel), cfg.grpc_deadline_ms,
+                                                   std::move(token));
     grpc_source = gs.get();
     source = std::move(gs);
 #else

@@ -770,6 +770,47 @@ TEST(TrackerSound, LateSynAckAfterTheSynTimeoutMakesNoHandshakeSample) {
   for (const Sample& s : slow.samples()) EXPECT_NE(s.rtt_source, RttSource::kHandshake);
 }
 
+// A capture whose timestamps go backwards (tcptrace_hardware_dups.dmp) can stamp an ACK before
+// the segment it acknowledges: no RTT sample (the difference wrapped to 4,294,967,xxx us, the
+// "71-minute RTT" of issue 12), counted as unmeasurable; the next segment is timed normally.
+TEST(TrackerSound, AckStampedBeforeItsSegmentMakesNoRttSample) {
+  Conn k;
+  handshake(k);
+  (void)k.samples();
+  k.wait_us(50'000);
+  k.s(kS + 1, kC + 1, kAck, kMss);  // timed segment
+  k.now_ns -= 3'000'000;            // the capture's clock steps back 3 ms
+  k.c(kC + 1, kS + 1 + kMss, kAck);
+  for (const Sample& s : k.samples()) EXPECT_NE(s.kind, SampleKind::kRtt) << s.value;
+  EXPECT_EQ(k.w.counters().rtt_below_resolution, 1u);
+  k.wait_us(10'000);
+  k.s(kS + 1 + kMss, kC + 1, kAck, kMss);
+  k.wait_us(40'000);
+  k.c(kC + 1, kS + 1 + 2 * kMss, kAck);
+  const auto after = k.samples();
+  const Sample* rtt = find_sample(after, SampleKind::kRtt);
+  ASSERT_NE(rtt, nullptr);
+  EXPECT_EQ(rtt->value, 40'000u);
+  EXPECT_EQ(rtt->rtt_source, RttSource::kDataToAck);
+}
+
+// A sender's window under one segment is no W_c (fuzz_pipeline): a SYN-ACK without its SYN, one
+// segment without ACK that starts below the server's ISN, a FIN-ACK of one byte beyond the
+// ISN + 1: slow start grew cwnd by 1/1460 of a segment, and the end of the connection took
+// cwnd >> 16 = 0 segments as the window.
+TEST(TrackerSound, WindowUnderOneSegmentMakesNoWcSample) {
+  Conn k;
+  k.s(kS, kC + 1, kSyn | kAck);
+  k.wait_us(1'000'000);
+  k.s(kS - 61, 0, 0, 15824);
+  k.wait_us(131);
+  k.c(kC + 1, kS + 2, kFin | kAck);
+  k.finish();
+  for (const Sample& s : k.samples()) {
+    if (s.kind == SampleKind::kWc) EXPECT_GE(s.value, 1u);
+  }
+}
+
 TEST(FlowTable, InsertFindEraseUnderCollisions) {
   FlowTable t(1000);
   std::vector<FlowKey> keys;
