@@ -16,9 +16,10 @@ errors = []
 # collectables, which write their family names as string literals too.
 exported = set()
 for path in glob.glob(os.path.join(root, "gateway", "**", "*.cpp"), recursive=True) + \
-        glob.glob(os.path.join(root, "agents", "**", "*.cpp"), recursive=True):
+        glob.glob(os.path.join(root, "agents", "**", "*.cpp"), recursive=True) + \
+        glob.glob(os.path.join(root, "common", "*.cpp")):
     with open(path) as f:
-        exported.update(re.findall(r'"(spand_[a-z0-9_]+)"', f.read()))
+        exported.update(re.findall(r'"((?:spand|process)_[a-z0-9_]+)"', f.read()))
 
 with open(os.path.join(root, "deploy", "grafana", "spand.json")) as f:
     dash = json.load(f)
@@ -62,6 +63,15 @@ for job, port in defaults.items():
 if not {"spand-gateway", "spand-estimates", "spand-agent"} <= set(jobs):
     errors.append("prometheus.yml: jobs %s, expected spand-gateway, spand-estimates, spand-agent"
                   % sorted(jobs))
+
+# Every metric the Prometheus rules use (recording rules' own names hold a colon).
+with open(os.path.join(root, "deploy", "prometheus", "spand-rules.yml")) as f:
+    rules = f.read()
+rule_refs = set(re.findall(r"(?<![:\w])((?:spand|process)_[a-z0-9_]+)", rules))
+for name in sorted(rule_refs):
+    base = re.sub(r"_(bucket|count|sum)$", "", name)
+    if name not in exported and base not in exported:
+        errors.append("spand-rules.yml uses %s, which nothing exports" % name)
 
 print("%d panels, %d metric references, %d metric names exported, jobs %s"
       % (len(dash["panels"]), queried, len(exported), sorted(jobs)))
