@@ -144,6 +144,7 @@ int main(int argc, char** argv) {
     if (!seed.empty()) c.redis_cluster_seeds.push_back(seed);
 
   so.program = "spand-estimates";
+  so.capture_metrics = false;
   SettableClock clock;
   std::string error;
   std::unique_ptr<ServiceStack> stack = ServiceStack::create(so, clock, error);

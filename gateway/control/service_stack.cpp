@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "process_metrics.hpp"
 #include "service/window_pipe.hpp"
 
 namespace spand {
@@ -163,6 +164,7 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
                                                    std::string& error) {
   std::unique_ptr<ServiceStack> s(new ServiceStack());
   s->opts_ = opts;
+  s->clock_ = &clock;
   const ControlOptions& c = opts.control;
   if (c.redis_url.empty() && c.redis_cluster_seeds.empty()) {
     error = "the estimate service needs Redis (--redis URL or --redis-cluster seeds)";
@@ -178,7 +180,10 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
       error = "cannot listen for /metrics on '" + c.metrics_listen + "': " + e.what();
       return nullptr;
     }
+    s->metrics_.export_capture(opts.capture_metrics);
     for (const auto& col : s->metrics_.collectables()) s->exposer_->RegisterCollectable(col);
+    s->process_metrics_ = std::make_shared<ProcessMetrics>(opts.program);
+    s->exposer_->RegisterCollectable(s->process_metrics_);
   }
 
   CoreOptions core_opts = opts.core;
@@ -297,6 +302,7 @@ void ServiceStack::publish_writer_metrics() {
   t.rejected_rtt_bound = w.rejected_rtt_bound;
   t.clock_clamped = write_store_->clock_clamped();
   t.clock_repaired = write_store_->clock_repaired();
+  t.store_clock_ns = clock_->now_ns();
   static_assert(std::tuple_size_v<decltype(t.report_rejected)> == size_t(ReportReject::kCount));
   for (size_t i = 0; i < t.report_rejected.size(); ++i)
     t.report_rejected[i] = core_->report_rejected(static_cast<ReportReject>(i));

@@ -95,7 +95,8 @@ struct StackOptions {
   size_t read_connections = 1;  // Redis connections for Get reads, one reader thread each
   uint32_t watch_refresh_ms = 1000;
   uint32_t finish_wait_ms = 5000;            // bound on the last flush
-  std::string program = "spand";             // prefix of the lines on stderr
+  std::string program = "spand";             // prefix of the lines on stderr; spand_build_info
+  bool capture_metrics = true;               // export the capture metrics (not in the replica)
   uint32_t error_line_interval_ms = 10'000;  // Redis trouble: at most one stderr line per interval
 };
 
@@ -129,8 +130,10 @@ class ServiceStack final : public SampleSink {
   void report_writer_trouble(std::chrono::steady_clock::time_point now);
 
   StackOptions opts_;
+  const Clock* clock_ = nullptr;  // the service's "now" (capture time, or the store's clock)
   Metrics metrics_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::shared_ptr<prometheus::Collectable> process_metrics_;  // spand_build_info, process_*
   std::unique_ptr<RedisStore> write_store_;
   std::unique_ptr<SampleWriter> writer_;
   std::unique_ptr<StorePool> read_pool_;

@@ -71,23 +71,26 @@ std::vector<prometheus::MetricFamily> RpcDurations::Collect() const {
 
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
+      capture_registry_(std::make_shared<prometheus::Registry>()),
       durations_(std::make_shared<RpcDurations>()) {
   using namespace prometheus;
   Registry& r = *registry_;
+  // Capture metrics in a registry of their own: only a host that captures exports them.
+  Registry& cr = *capture_registry_;
   packets_ = &BuildCounter()
                   .Name("spand_packets_received_total")
                   .Help("Frames read from the capture source")
-                  .Register(r)
+                  .Register(cr)
                   .Add({});
   bytes_ = &BuildCounter()
                 .Name("spand_bytes_received_total")
                 .Help("Bytes on the wire of the frames read from the capture source")
-                .Register(r)
+                .Register(cr)
                 .Add({});
   auto& drops = BuildCounter()
                     .Name("spand_drops_total")
                     .Help("Frames or samples not used, by reason")
-                    .Register(r);
+                    .Register(cr);
   for (size_t i = 1; i < drops_.size(); ++i) {
     drops_[i] = &drops.Add({{"reason", drop_name(static_cast<Drop>(i))}});
   }
@@ -98,39 +101,39 @@ Metrics::Metrics()
                           .Help(
                               "Frames the kernel or the NIC dropped before the gateway saw them "
                               "(libpcap ps_drop + ps_ifdrop, DPDK imissed + rx_nombuf)")
-                          .Register(r)
+                          .Register(cr)
                           .Add({});
   capture_interface_down_ = &BuildCounter()
                                  .Name("spand_capture_interface_down_total")
                                  .Help("Times a live interface went down or away")
-                                 .Register(r)
+                                 .Register(cr)
                                  .Add({});
   connections_active_ = &BuildGauge()
                              .Name("spand_connections_active")
                              .Help("Connections in the flow tables now")
-                             .Register(r)
+                             .Register(cr)
                              .Add({});
   loss_states_ = &BuildGauge()
                       .Name("spand_connection_directions_in_loss")
                       .Help(
                           "Connection directions holding a LossState now (they saw a gap or a "
                           "resend): 64 bytes each besides the flow table")
-                      .Register(r)
+                      .Register(cr)
                       .Add({});
   connections_created_ = &BuildCounter()
                               .Name("spand_connections_created_total")
                               .Help("Connections inserted into the flow tables")
-                              .Register(r)
+                              .Register(cr)
                               .Add({});
   connections_evicted_ = &BuildCounter()
                               .Name("spand_connections_evicted_total")
                               .Help("Connections removed to make room in a full flow table")
-                              .Register(r)
+                              .Register(cr)
                               .Add({});
   auto& samples = BuildCounter()
                       .Name("spand_samples_total")
                       .Help("W_c and RTT samples taken from capture, by kind")
-                      .Register(r);
+                      .Register(cr);
   samples_wc_ = &samples.Add({{"kind", "wc"}});
   samples_rtt_ = &samples.Add({{"kind", "rtt"}});
   auto& unsound = BuildCounter()
@@ -138,12 +141,13 @@ Metrics::Metrics()
                       .Help(
                           "W_c samples not taken because the flight was not sound: seq_jump, "
                           "pickup (mid-stream, flights under 3 segments), evicted")
-                      .Register(r);
+                      .Register(cr);
   wc_unsound_seq_jump_ = &unsound.Add({{"reason", "seq_jump"}});
   wc_unsound_pickup_ = &unsound.Add({{"reason", "pickup"}});
   wc_unsound_evicted_ = &unsound.Add({{"reason", "evicted"}});
+  // The service's, not the agent's: what agents sent, as the service received it.
   auto& agent = BuildCounter()
-                    .Name("spand_agent_samples_total")
+                    .Name("spand_report_samples_total")
                     .Help("Samples received from agents through Report, by kind")
                     .Register(r);
   agent_samples_wc_ = &agent.Add({{"kind", "wc"}});
@@ -188,6 +192,14 @@ Metrics::Metrics()
                          .Help("Store clocks found beyond Redis time + skew and replaced")
                          .Register(r)
                          .Add({});
+  store_clock_ = &BuildGauge()
+                      .Name("spand_store_clock_seconds")
+                      .Help(
+                          "The service's now, seconds since the epoch: the newest capture time "
+                          "(gateway) or the store's clock spand:{g}:clock (replica); 0 before the "
+                          "first")
+                      .Register(r)
+                      .Add({});
   auto& report_rej = BuildCounter()
                          .Name("spand_report_rejected_total")
                          .Help("Report messages rejected, by reason")
@@ -274,6 +286,7 @@ void Metrics::set_writer_totals(const WriterTotals& t) {
   for (size_t i = 0; i < report_rejected_.size(); ++i)
     advance(report_rejected_[i], t.report_rejected[i], b.report_rejected[i]);
   backlog_->Set(double(t.backlog_updates));
+  store_clock_->Set(double(t.store_clock_ns) / 1e9);
   last_writer_ = t;
 }
 

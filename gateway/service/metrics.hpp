@@ -47,6 +47,8 @@ struct WriterTotals {
   uint64_t rejected_rtt_bound = 0;
   uint64_t clock_clamped = 0;   // store clock writes cut to Redis TIME + skew
   uint64_t clock_repaired = 0;  // poisoned store clocks replaced
+  uint64_t store_clock_ns =
+      0;  // the service's "now": capture time (gateway), store clock (replica)
   // Report messages rejected, by ReportReject (estimates_core.hpp) order.
   std::array<uint64_t, 8> report_rejected{};
 };
@@ -73,10 +75,13 @@ class RpcDurations final : public prometheus::Collectable {
 class Metrics {
  public:
   Metrics();
-  // What an exposer serves: the registry and the request durations.
+  // What an exposer serves: the registry and the request durations, and the capture metrics
+  // unless export_capture(false) (the replica captures nothing).
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables() const {
-    return {registry_, durations_};
+    if (!capture_) return {registry_, durations_};
+    return {registry_, capture_registry_, durations_};
   }
+  void export_capture(bool on) { capture_ = on; }
 
   void observe_rpc(RpcMethod m, grpc::StatusCode code, double seconds);
   void count_estimate(v1::Verdict v);
@@ -88,7 +93,9 @@ class Metrics {
  private:
   static constexpr size_t kCodes = 17;  // grpc::StatusCode OK..UNAUTHENTICATED
   std::shared_ptr<prometheus::Registry> registry_;
+  std::shared_ptr<prometheus::Registry> capture_registry_;
   std::shared_ptr<RpcDurations> durations_;
+  bool capture_ = true;
   std::mutex totals_mu_;
   CaptureTotals last_capture_{};
   WriterTotals last_writer_{};
@@ -120,6 +127,7 @@ class Metrics {
   prometheus::Counter* rejected_rtt_;
   prometheus::Counter* clock_clamped_;
   prometheus::Counter* clock_repaired_;
+  prometheus::Gauge* store_clock_;
   std::array<prometheus::Counter*, 8> report_rejected_{};
   prometheus::Family<prometheus::Counter>* rpc_family_;
   std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>,

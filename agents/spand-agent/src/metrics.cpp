@@ -7,11 +7,15 @@
 
 #include <vector>
 
+#include "process_metrics.hpp"
+
 namespace spand::agent {
 
 struct AgentMetrics::Impl {
   prometheus::Exposer exposer;
   std::shared_ptr<prometheus::Registry> registry = std::make_shared<prometheus::Registry>();
+  // spand_build_info and process_*.
+  std::shared_ptr<ProcessMetrics> process = std::make_shared<ProcessMetrics>("spand-agent");
   prometheus::Counter* applied;
   std::vector<prometheus::Counter*> skipped;
   prometheus::Counter* cache_hits;
@@ -109,6 +113,7 @@ struct AgentMetrics::Impl {
     const char* kinds[] = {"rtt", "wc_loss", "wc_end"};
     for (size_t i = 0; i < sent.size(); ++i) sent[i] = &sent_family.Add({{"kind", kinds[i]}});
     exposer.RegisterCollectable(registry);
+    exposer.RegisterCollectable(process);
   }
 };
 

@@ -11,6 +11,7 @@ usage: service_integration.py BUILD_ROOT SOURCE_ROOT
 """
 import json
 import math
+import re
 import os
 import shutil
 import signal
@@ -358,8 +359,9 @@ def run(tmp):
     check(est.verdict == VERDICT["USE_ESTIMATE"].number, "agent samples: verdict")
 
     # --- stateless replica on the same Redis gives the same answers -------------------------------
-    rp = free_port()
+    rp, rmp = free_port(), free_port()
     rep = start([REPLICA, "--redis", redis_url, "--grpc-listen", f"127.0.0.1:{rp}",
+                 "--metrics-listen", f"127.0.0.1:{rmp}",
                  "--window-s", str(WINDOW_S), "--bucket-s", str(BUCKET_S), "--min-samples",
                  str(MIN_SAMPLES), "--min-clients", str(MIN_CLIENTS), "--cache-ttl-ms", "0"], os.path.join(tmp, "replica.log"))
     repc = Client(f"127.0.0.1:{rp}")
@@ -370,6 +372,15 @@ def run(tmp):
         compare(repc.get(GetRequest(address=prefix), timeout=5), prefix, "replica Get")
     expect_code(repc.get, GetRequest(address="::1/200"), grpc.StatusCode.INVALID_ARGUMENT,
                 "replica Get ::1/200")
+    # The replica's /metrics: build info and process metrics, no capture counters (it captures
+    # nothing: they would stay at 0 and draw flat lines).
+    rtext = urllib.request.urlopen(f"http://127.0.0.1:{rmp}/metrics", timeout=5).read().decode()
+    check(re.search(r'^spand_build_info\{program="spand-estimates",version="[^"]+",'
+                    r'revision="[^"]+"\} 1$', rtext, re.M) is not None, "replica spand_build_info")
+    check(re.search(r"^process_resident_memory_bytes [1-9]", rtext, re.M) is not None,
+          "replica process_resident_memory_bytes")
+    check("spand_packets_received_total" not in rtext and "spand_drops_total" not in rtext,
+          "replica exports capture counters")
     stop(rep, expect_zero=True, what="spand-estimates")
 
     # --- /metrics: promtool, values ---------------------------------------------------------------
@@ -391,9 +402,14 @@ def run(tmp):
     check(metric("spand_samples_total", 'kind="wc"') == n_wc, "spand_samples_total{kind=wc}")
     bad = metric("spand_grpc_requests_total", 'code="INVALID_ARGUMENT",method="Get"')
     check(bad is not None and bad >= len(bad_gets), f"INVALID_ARGUMENT Get count {bad}")
-    check(metric("spand_agent_samples_total", 'kind="wc"') == 6, "spand_agent_samples_total")
+    check(metric("spand_report_samples_total", 'kind="wc"') == 6, "spand_report_samples_total")
     check(metric("spand_redis_flush_duration_seconds_count") >= 1, "no flush observed")
     check(metric("spand_redis_flush_errors_total") == 0, "flush errors")
+    check(re.search(r'^spand_build_info\{program="spand-gateway",', text, re.M) is not None,
+          "gateway spand_build_info")
+    check((metric("process_cpu_seconds_total") or 0) > 0, "gateway process_cpu_seconds_total")
+    check((metric("process_open_fds") or 0) > 0 and (metric("process_max_fds") or 0) > 0,
+          "gateway process fds")
     check("addr" not in text and "prefix=" not in text, "a label with addresses or prefixes")
 
     # --- a real Prometheus scrapes it ---------------------------------------------------------------

@@ -16,31 +16,43 @@ errors = []
 # collectables, which write their family names as string literals too.
 exported = set()
 for path in glob.glob(os.path.join(root, "gateway", "**", "*.cpp"), recursive=True) + \
-        glob.glob(os.path.join(root, "agents", "**", "*.cpp"), recursive=True):
+        glob.glob(os.path.join(root, "agents", "**", "*.cpp"), recursive=True) + \
+        glob.glob(os.path.join(root, "common", "*.cpp")):
     with open(path) as f:
-        exported.update(re.findall(r'"(spand_[a-z0-9_]+)"', f.read()))
+        exported.update(re.findall(r'"((?:spand|process)_[a-z0-9_]+)"', f.read()))
 
-with open(os.path.join(root, "deploy", "grafana", "spand.json")) as f:
-    dash = json.load(f)
-boxes = []
 queried = 0
-for p in dash["panels"]:
-    g = p["gridPos"]
-    boxes.append((p["title"], g["x"], g["y"], g["w"], g["h"]))
-    if p["type"] == "row":
-        continue
-    if p["datasource"].get("uid") != "${datasource}":
-        errors.append("panel %r does not use ${datasource}" % p["title"])
-    for t in p["targets"]:
-        for name in re.findall(r"\b(spand_[a-z0-9_]+)", t["expr"]):
-            queried += 1
-            base = re.sub(r"_(bucket|count|sum)$", "", name)
-            if name not in exported and base not in exported:
-                errors.append("panel %r queries %s, which nothing exports" % (p["title"], name))
-for i, (ta, xa, ya, wa, ha) in enumerate(boxes):
-    for tb, xb, yb, wb, hb in boxes[i + 1:]:
-        if xa < xb + wb and xb < xa + wa and ya < yb + hb and yb < ya + ha:
-            errors.append("panels %r and %r overlap" % (ta, tb))
+panels = 0
+dashboards = sorted(glob.glob(os.path.join(root, "deploy", "grafana", "*.json")))
+if not dashboards:
+    errors.append("no dashboard in deploy/grafana")
+for path in dashboards:
+    with open(path) as f:
+        dash = json.load(f)
+    names = [v["name"] for v in dash["templating"]["list"]]
+    if names[:3] != ["datasource", "job", "instance"]:
+        errors.append("%s: variables %s, expected datasource, job, instance first" % (path, names))
+    boxes = []
+    for p in dash["panels"]:
+        panels += 1
+        g = p["gridPos"]
+        boxes.append((p["title"], g["x"], g["y"], g["w"], g["h"]))
+        if p["type"] == "row":
+            continue
+        if p["datasource"].get("uid") != "${datasource}":
+            errors.append("panel %r does not use ${datasource}" % p["title"])
+        for t in p["targets"]:
+            if '$job' not in t["expr"] or '$instance' not in t["expr"]:
+                errors.append("panel %r: a query without the job/instance filter" % p["title"])
+            for name in re.findall(r"\b(spand_[a-z0-9_]+)", t["expr"]):
+                queried += 1
+                base = re.sub(r"_(bucket|count|sum)$", "", name)
+                if name not in exported and base not in exported:
+                    errors.append("panel %r queries %s, which nothing exports" % (p["title"], name))
+    for i, (ta, xa, ya, wa, ha) in enumerate(boxes):
+        for tb, xb, yb, wb, hb in boxes[i + 1:]:
+            if xa < xb + wb and xb < xa + wa and ya < yb + hb and yb < ya + ha:
+                errors.append("panels %r and %r overlap" % (ta, tb))
 
 # Default listen ports, read from the code that sets them.
 def default_port(path, pattern):
@@ -63,8 +75,17 @@ if not {"spand-gateway", "spand-estimates", "spand-agent"} <= set(jobs):
     errors.append("prometheus.yml: jobs %s, expected spand-gateway, spand-estimates, spand-agent"
                   % sorted(jobs))
 
-print("%d panels, %d metric references, %d metric names exported, jobs %s"
-      % (len(dash["panels"]), queried, len(exported), sorted(jobs)))
+# Every metric the Prometheus rules use (recording rules' own names hold a colon).
+with open(os.path.join(root, "deploy", "prometheus", "spand-rules.yml")) as f:
+    rules = f.read()
+rule_refs = set(re.findall(r"(?<![:\w])((?:spand|process)_[a-z0-9_]+)", rules))
+for name in sorted(rule_refs):
+    base = re.sub(r"_(bucket|count|sum)$", "", name)
+    if name not in exported and base not in exported:
+        errors.append("spand-rules.yml uses %s, which nothing exports" % name)
+
+print("%d dashboards, %d panels, %d metric references, %d metric names exported, jobs %s"
+      % (len(dashboards), panels, queried, len(exported), sorted(jobs)))
 for e in errors:
     print("FAIL:", e)
 sys.exit(1 if errors else 0)

@@ -5,6 +5,7 @@ configurations (each binary reads its own), man pages, bash completion that offe
 binaries' options, the documentation, and a pkg-config file a C program builds against.
 Environment: SPAND_BUILD_ROOT (the meson build directory), SPAND_SOURCE_ROOT."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -32,12 +33,20 @@ def dest():
     shutil.rmtree(d)
 
 
-def meson_dir(name):
-    """An installation directory as meson configured it (absolute)."""
+def build_options():
     out = subprocess.run(["meson", "introspect", "--buildoptions", BUILD], capture_output=True,
                          text=True, check=True).stdout
-    import json
-    opts = {o["name"]: o["value"] for o in json.loads(out)}
+    return {o["name"]: o["value"] for o in json.loads(out)}
+
+
+def build_option(name):
+    value = build_options()[name]
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def meson_dir(name):
+    """An installation directory as meson configured it (absolute)."""
+    opts = build_options()
     value = opts[name]
     return value if os.path.isabs(value) else os.path.join(opts["prefix"], value)
 
@@ -124,12 +133,12 @@ def test_pkg_config_builds_a_c_program(dest, tmp_path):
                            capture_output=True, text=True, env=env, check=True)
     assert dest in flags.stdout, flags.stdout  # resolved inside DESTDIR, not the host's /usr
     exe = tmp_path / "c_api"
-    # A sanitized build's static libspand needs the same runtime in the program that links it.
-    sanitize = os.environ.get("SPAND_SANITIZE", "none")
-    san = ["-fsanitize=" + sanitize] if sanitize not in ("", "none") else []
-    subprocess.run(["cc", "-std=c11", *san, os.path.join(ROOT, "tests", "unit", "libspand",
+    # A sanitizer build installs an instrumented libspand.a: link the program with the same.
+    sanitize = build_option("b_sanitize")
+    extra = ["-fsanitize=" + sanitize] if sanitize not in ("none", "") else []
+    subprocess.run(["cc", "-std=c11", os.path.join(ROOT, "tests", "unit", "libspand",
                                                     "c_api_test.c"), "-o", str(exe),
-                    *flags.stdout.split()], check=True)
+                    *flags.stdout.split(), *extra], check=True)
     assert subprocess.run([str(exe)]).returncode == 0
 
 

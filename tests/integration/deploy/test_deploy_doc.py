@@ -1,0 +1,174 @@
+"""docs/deploy.md, run: every block marked `sh` runs, in order, in one bash script (set -e)
+against the installed Debian package, inside a network namespace whose `span0` is a veth
+carrying real TCP transfers from a second namespace, with /etc/spand on a scratch tmpfs. Where
+the guide says "the test starts the units' own ExecStart command lines", the test starts the
+gateway and the replica exactly as the installed units would (their ExecStart), and runs HTTP
+downloads from two client addresses through span0 until the replica answers for their network.
+Then every query of the installed dashboards runs against a real Prometheus scraping the gateway,
+the replica and the agent (SPAND_DASHBOARDS=DIR takes the dashboards from DIR instead;
+SPAND_PANEL_REPORT=FILE keeps the results). Blocks marked `sh norun` are not run (each says why in the guide). Run by deploy/package-test.sh
+right after it installs the package it built (not from meson: an older installed package would
+be tested); needs root and `ip netns`, skipped without the package."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+ROOT = os.environ.get("SPAND_SOURCE_ROOT",
+                      os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+DOC = os.path.join(ROOT, "docs", "deploy.md")
+SRV, CLI = "spdoc-srv", "spdoc-cli"
+MARK = "<!-- deploy_doc: the units start here -->"
+# Queries that may stay empty in this setup: they keep only series above 0, and here the agent
+# runs in route mode as a dry run (no sock_ops program, so no program event), every estimate it
+# asks for is applied (no skip), no Report is rejected, and the veth may carry no frame the
+# gateway drops. Every other query must return data.
+NEEDS_MORE = {
+    ("spand-agents", "sock_ops program events", "A"),
+    ("spand-agents", "Applied and skipped", "B"),
+    ("spand-service", "Report: samples and rejections", "B"),
+    ("spand-capture", "Drops by reason", "A"),
+}
+
+
+def installed():
+    return subprocess.run(["dpkg-query", "-W", "-f=${Status}", "spand"], capture_output=True,
+                          text=True).stdout == "install ok installed"
+
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (network namespaces)"),
+    pytest.mark.skipif(shutil.which("dpkg-query") is None or not installed(),
+                       reason="the spand package is not installed (deploy/package-test.sh)"),
+]
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, shell=True, check=True, capture_output=True, text=True, **kw)
+
+
+def doc_script():
+    """The guide's runnable blocks, and the test's own steps at the marker."""
+    text = open(DOC).read()
+    assert MARK in text, "docs/deploy.md lost the marker where the units start"
+    before, after = text.split(MARK)
+    block = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
+    return block.findall(before), block.findall(after)
+
+
+def exec_start(unit):
+    path = sh("dpkg -L spand | grep -E '/systemd/system/%s$'" % unit).stdout.strip()
+    return re.search(r"^ExecStart=(.+)$", open(path).read(), re.M).group(1)
+
+
+@pytest.fixture
+def lab():
+    subprocess.run("ip netns del %s; ip netns del %s" % (SRV, CLI), shell=True,
+                   capture_output=True)
+    sh("ip netns add %s && ip netns add %s" % (SRV, CLI))
+    sh("ip link add span0 netns %s type veth peer name cli0 netns %s" % (SRV, CLI))
+    sh("ip -n %s addr add 10.99.0.1/24 dev span0 && ip -n %s link set span0 up && "
+       "ip -n %s link set lo up" % (SRV, SRV, SRV))
+    sh("ip -n %s addr add 10.99.0.2/24 dev cli0 && ip -n %s addr add 10.99.0.3/24 dev cli0 && "
+       "ip -n %s link set cli0 up && ip -n %s link set lo up" % (CLI, CLI, CLI, CLI))
+    tmp = tempfile.mkdtemp(prefix="spand-doc-")
+    yield tmp
+    subprocess.run("ip netns pids %s | xargs -r kill; ip netns pids %s | xargs -r kill; "
+                   "sleep 1; ip netns del %s; ip netns del %s" % (SRV, CLI, SRV, CLI),
+                   shell=True, capture_output=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_deploy_guide_commands_run(lab):
+    tmp = lab
+    first, second = doc_script()
+    assert len(first) >= 6 and len(second) >= 2, (len(first), len(second))
+    www = os.path.join(tmp, "www")
+    os.makedirs(www)
+    with open(os.path.join(www, "f"), "wb") as f:
+        f.write(os.urandom(300_000))
+    gateway, replica = exec_start("spand-gateway.service"), exec_start("spand-estimates.service")
+    steps = [
+        "set -euo pipefail",
+        # /etc/spand as the package installed it, on a tmpfs of this mount namespace only.
+        "mkdir -p %s/etc-spand && cp -a /etc/spand/. %s/etc-spand/" % (tmp, tmp),
+        "mount -t tmpfs tmpfs /etc/spand && cp -a %s/etc-spand/. /etc/spand/" % tmp,
+        "cd %s" % tmp,
+        "trap 'kill $(jobs -p) 2>/dev/null; [ -f /run/spand-doc-redis.pid ] && "
+        "kill $(cat /run/spand-doc-redis.pid)' EXIT",
+    ]
+    for i, b in enumerate(first):
+        steps += ["echo '## doc block %d'" % (i + 1), b]
+    steps += [
+        "echo '## the units (their ExecStart), traffic'",
+        "%s > %s/gateway.log 2>&1 &" % (gateway, tmp),
+        "%s > %s/replica.log 2>&1 &" % (replica, tmp),
+        "(cd %s && exec python3 -m http.server 8080 --bind 10.99.0.1 > %s/http.log 2>&1) &"
+        % (www, tmp),
+        # Downloads from two client addresses until the replica answers USE_ESTIMATE.
+        "for i in $(seq 1 60); do"
+        "  for src in 10.99.0.2 10.99.0.3; do"
+        "    ip netns exec %s curl -s -o /dev/null --interface $src http://10.99.0.1:8080/f || true;"
+        "  done;"
+        "  if spandctl --server 127.0.0.1:50052 get 10.99.0.0/24 2>/dev/null |"
+        "     grep -q USE_ESTIMATE; then break; fi;"
+        "  sleep 0.5;"
+        "done" % CLI,
+    ]
+    for i, b in enumerate(second):
+        steps += ["echo '## doc block %d'" % (len(first) + i + 1), b]
+    # Every dashboard panel's query against a real Prometheus scraping the three daemons (the
+    # agent as a dry-run daemon) while traffic flows.
+    steps += [
+        "echo '## panels'",
+        "cat > %s/prom.yml <<'EOF'\n"
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        "rule_files: [/usr/share/doc/spand/examples/spand-rules.yml]\n"
+        "scrape_configs:\n"
+        "  - {job_name: spand-gateway, static_configs: [{targets: ['127.0.0.1:9108']}]}\n"
+        "  - {job_name: spand-estimates, static_configs: [{targets: ['127.0.0.1:9109']}]}\n"
+        "  - {job_name: spand-agent, static_configs: [{targets: ['127.0.0.1:9464']}]}\n"
+        "EOF" % tmp,
+        "spand-agent --config /etc/spand/agent.toml --dry-run > %s/agent.log 2>&1 &" % tmp,
+        "prometheus --config.file=%s/prom.yml --storage.tsdb.path=%s/tsdb "
+        "--web.listen-address=127.0.0.1:9090 > %s/prometheus.log 2>&1 &" % (tmp, tmp, tmp),
+        "for i in $(seq 1 40); do"
+        "  for src in 10.99.0.2 10.99.0.3; do"
+        "    ip netns exec %s curl -s -o /dev/null --interface $src http://10.99.0.1:8080/f || true;"
+        "  done;"
+        "  spandctl --server 127.0.0.1:50052 get 10.99.0.0/24 > /dev/null 2>&1 || true;"
+        "  sleep 0.5;"
+        "done" % CLI,
+        "python3 %s %s http://127.0.0.1:9090 %s/panels.json"
+        % (os.path.join(os.path.dirname(os.path.abspath(__file__)), "panel_queries.py"),
+           os.environ.get("SPAND_DASHBOARDS", "/usr/share/doc/spand/examples/grafana"), tmp),
+    ]
+    script = os.path.join(tmp, "doc.sh")
+    with open(script, "w") as f:
+        f.write("\n".join(steps) + "\n")
+    r = subprocess.run(["ip", "netns", "exec", SRV, "bash", script], capture_output=True,
+                       text=True, timeout=600)
+    logs = ""
+    for name in ["gateway.log", "replica.log"]:
+        p = os.path.join(tmp, name)
+        if os.path.exists(p):
+            logs += "\n--- %s\n%s" % (name, open(p).read()[-3000:])
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:] + logs
+    out = r.stdout
+    # What the guide promises the operator sees.
+    assert re.search(r"^spand-gateway \S+ \(git \S+\)$", out, re.M), out
+    assert 'interface = "span0"' in out
+    assert "USE_ESTIMATE" in out, out[-3000:] + logs
+    assert re.search(r"dry-run: apply port=0 prefix=10\.99\.0\.0/24 init_cwnd=\d+", out), out[-3000:]
+    assert "SUCCESS" in out  # promtool
+    panels = json.load(open(os.path.join(tmp, "panels.json")))
+    report = os.environ.get("SPAND_PANEL_REPORT")
+    if report:
+        shutil.copy(os.path.join(tmp, "panels.json"), report)
+    empty = ["%s / %s %s" % (r["dashboard"], r["panel"], r["ref"]) for r in panels
+             if r["series"] == 0 and (r["dashboard"], r["panel"], r["ref"]) not in NEEDS_MORE]
+    assert not empty, "panels without data: %s" % empty
