@@ -42,6 +42,11 @@ class SpscRing {
     return head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire);
   }
   size_t capacity() const { return mask_ + 1; }
+  // Producer side: slots free now (at least this many pushes will succeed).
+  size_t room() const {
+    return mask_ + 1 -
+           (head_.load(std::memory_order_relaxed) - tail_.load(std::memory_order_acquire));
+  }
 
  private:
   static size_t round_up(size_t n) {
