@@ -53,8 +53,8 @@ WorkerCounters total_counters(const std::vector<const Worker*>& workers) {
 Worker::Worker(const WorkerConfig& cfg)
     : cfg_(cfg),
       hash_secret_(FlowHashSecret::from_seed(cfg.hash_seed)),
-      samples_(new SpscRing<Sample>(cfg.ring_capacity)),
-      flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
+      samples_(new SpscRing<Sample>(cfg.ring_capacity, cfg.prefault_table)),
+      flows_(new SpscRing<FlowRecord>(cfg.ring_capacity, cfg.prefault_table)),
       // A live port commits flows for one connection of capacity in eight at start, and keeps
       // that margin ahead of the most ever held (commit_ahead()); a replay commits as it goes.
       table_(new FlowTable(cfg.flow_capacity,
