@@ -247,9 +247,12 @@ SourceStatus read_pcap(pcap_t* pc, const std::string& path, const SourceOptions&
   StopSignals stop;
   const auto start = std::chrono::steady_clock::now();
   ReadLoop loop{pc, path, link, opts, stop, start};
-  const unsigned threads = opts.pcap_threads != 0 ? opts.pcap_threads
-                           : std::thread::hardware_concurrency() >= 2 && !out.order_sensitive() ? 2
-                                                                                                : 1;
+  unsigned threads = opts.pcap_threads != 0 ? opts.pcap_threads
+                     : std::thread::hardware_concurrency() >= 2 && !out.order_sensitive() ? 2
+                                                                                          : 1;
+  // Two threads need rings that hold several batches' worth of outputs (the tracking thread
+  // waits for that much room); smaller rings (tests, fuzzing) replay on one.
+  if (opts.worker.ring_capacity < 4 * Worker::kBurst * Worker::kSampleRoomPerPacket) threads = 1;
   const SourceStatus status = threads >= 2 ? replay_two_threads(loop, worker, out, error)
                                            : replay_one_thread(loop, worker, out, error);
   out.flush();
