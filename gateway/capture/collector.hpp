@@ -48,6 +48,14 @@ class Collector {
   using TickHook = std::function<void(uint64_t capture_now_ns, const std::vector<const Worker*>&)>;
   void set_tick_hook(TickHook hook) { tick_hook_ = std::move(hook); }
 
+  // Whether what is written depends on when drain() is called, not only on the records: a tick
+  // hook (the Redis writer flushes by capture time as drains see it), or flow and sample
+  // records interleaved on one stream (both '-').
+  bool order_sensitive() const {
+    return bool(tick_hook_) ||
+           (!opts_.flows_path.empty() && opts_.flows_path == opts_.samples_path);
+  }
+
   void print_summary(FILE* out, const std::vector<const Worker*>& workers) const;
   void print_prefix_summary(FILE* out) const;
 

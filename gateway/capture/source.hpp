@@ -29,6 +29,11 @@ struct SourceOptions {
   LiveOptions live;
   WorkerConfig worker;    // per-worker table sizes and timeouts
   bool progress = false;  // print progress to stderr on long inputs
+  // --pcap: 1 = one thread reads, tracks and writes; 2 = the file is read, parsed and the
+  // records written on one thread and the connections tracked on another (the same outputs);
+  // 0 = 2 when the machine has two cores or more and the outputs' order does not depend on
+  // when the rings are drained (Collector::order_sensitive()), else 1.
+  unsigned pcap_threads = 0;
 };
 
 // Outcome of a source run; exit code for main().

@@ -146,6 +146,12 @@ int main(int argc, char** argv) {
       ->default_val(src.worker.closing_timeout_ms)
       ->check(CLI::Range(1u, 3'600'000u));
   app.add_flag("--progress", src.progress, "Print progress to stderr on long inputs");
+  app.add_option("--workers", src.pcap_threads,
+                 "--pcap: threads for the replay, same outputs either way: 1 reads, tracks and "
+                 "writes on one; 2 tracks on a second thread; 0 (default): 2 on a machine with "
+                 "two cores or more, 1 with --redis or both outputs on '-'")
+      ->default_val(0)
+      ->check(CLI::Range(0u, 2u));
   std::string hash_seed;
   app.add_option("--hash-seed", hash_seed,
                  "Seed of the flow table's keyed hash (decimal or 0x hex). Default: fixed for "

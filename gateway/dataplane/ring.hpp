@@ -9,6 +9,8 @@
 #include <memory>
 #include <type_traits>
 
+#include "dataplane/table_memory.hpp"
+
 namespace spand {
 
 template <typename T>
@@ -16,8 +18,14 @@ class SpscRing {
   static_assert(std::is_trivially_copyable_v<T>, "ring slots are copied by value");
 
  public:
-  explicit SpscRing(size_t capacity_pow2)
-      : mask_(round_up(capacity_pow2) - 1), slots_(new T[mask_ + 1]) {}
+  // Slots are zero pages committed as first used (table_memory.hpp), so a short replay costs the
+  // slots it fills, not the capacity; `prefault`: all committed now (a live port: no page fault
+  // on the packet path).
+  explicit SpscRing(size_t capacity_pow2, bool prefault = false)
+      : mask_(round_up(capacity_pow2) - 1),
+        slots_(static_cast<T*>(
+                   map_zeroed((mask_ + 1) * sizeof(T), prefault ? (mask_ + 1) * sizeof(T) : 0)),
+               Unmap{(mask_ + 1) * sizeof(T)}) {}
 
   bool push(const T& v) {
     const size_t head = head_.load(std::memory_order_relaxed);
@@ -42,6 +50,11 @@ class SpscRing {
     return head_.load(std::memory_order_acquire) - tail_.load(std::memory_order_acquire);
   }
   size_t capacity() const { return mask_ + 1; }
+  // Producer side: slots free now (at least this many pushes will succeed).
+  size_t room() const {
+    return mask_ + 1 -
+           (head_.load(std::memory_order_relaxed) - tail_.load(std::memory_order_acquire));
+  }
 
  private:
   static size_t round_up(size_t n) {
@@ -50,7 +63,7 @@ class SpscRing {
     return p;
   }
   const size_t mask_;
-  std::unique_ptr<T[]> slots_;
+  std::unique_ptr<T[], Unmap> slots_;
   alignas(64) std::atomic<size_t> head_{0};
   size_t tail_cache_ = 0;  // producer's last view of tail
   alignas(64) std::atomic<size_t> tail_{0};

@@ -53,8 +53,8 @@ WorkerCounters total_counters(const std::vector<const Worker*>& workers) {
 Worker::Worker(const WorkerConfig& cfg)
     : cfg_(cfg),
       hash_secret_(FlowHashSecret::from_seed(cfg.hash_seed)),
-      samples_(new SpscRing<Sample>(cfg.ring_capacity)),
-      flows_(new SpscRing<FlowRecord>(cfg.ring_capacity)),
+      samples_(new SpscRing<Sample>(cfg.ring_capacity, cfg.prefault_table)),
+      flows_(new SpscRing<FlowRecord>(cfg.ring_capacity, cfg.prefault_table)),
       // A live port commits flows for one connection of capacity in eight at start, and keeps
       // that margin ahead of the most ever held (commit_ahead()); a replay commits as it goes.
       table_(new FlowTable(cfg.flow_capacity,
@@ -151,6 +151,36 @@ void Worker::flush_staged() {
     track(st.pkt, st.key, st.hash, st.src_is_lo);
   }
   staged_count_ = 0;
+}
+
+void Worker::prepare(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                     uint64_t ts_ns, Prepared& out) const {
+  out.wire_len = wire_len;
+  out.drop = parse_frame(link, data, caplen, wire_len, ts_ns, out.pkt);
+  if (out.drop != Drop::kNone) return;
+  out.key = make_key(out.pkt, out.src_is_lo);
+  out.hash = hash_key(out.key, hash_secret_);
+}
+
+void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
+  flush_staged();
+  for (uint32_t i = 0; i < n; ++i) {
+    const Prepared& p = frames[i];
+    ++counters_.frames;
+    counters_.bytes += p.wire_len;
+    if (p.drop != Drop::kNone) {
+      ++counters_.drops[static_cast<size_t>(p.drop)];
+    } else {
+      table_->prefetch(p.hash);
+    }
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    if (frames[i].drop == Drop::kNone) table_->prefetch_flow(frames[i].hash);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const Prepared& p = frames[i];
+    if (p.drop == Drop::kNone) track(p.pkt, p.key, p.hash, p.src_is_lo);
+  }
 }
 
 void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {

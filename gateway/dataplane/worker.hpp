@@ -103,6 +103,27 @@ class Worker {
   void stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
                    uint64_t ts_ns);
   void flush_staged();
+  // The same pipeline split over two threads (a replay reads and parses on one, tracks on the
+  // other): prepare() parses a frame, keys and hashes it, and may run on any thread (it reads
+  // only the hash secret); handle_prepared() on the worker's thread counts and tracks prepared
+  // frames in order. Same results as stage_frame() over the same frames. A caller that waits for
+  // kSampleRoomPerPacket and kRecordRoomPerPacket free ring slots per frame before each batch
+  // never loses an output: a packet closes at most three flows (expired or a new incarnation,
+  // evicted, swept), each with a record and at most two W_c samples, opens one (one sample) and
+  // takes a few RTT, W_c and decrease samples; the bounds are about twice that.
+  struct Prepared {
+    ParsedPacket pkt;
+    FlowKey key;
+    uint32_t hash;
+    uint32_t wire_len;
+    Drop drop;
+    bool src_is_lo;
+  };
+  static constexpr uint32_t kSampleRoomPerPacket = 32;
+  static constexpr uint32_t kRecordRoomPerPacket = 8;
+  void prepare(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+               uint64_t ts_ns, Prepared& out) const;
+  void handle_prepared(const Prepared* frames, uint32_t n);
   // stage_frame() over `n` frames, then flush_staged() (tests, and callers holding a batch).
   struct FrameRef {
     const uint8_t* data;

@@ -61,13 +61,13 @@ done
 
 if [[ $mode == compare ]]; then
   bad=0
-  for f in "$ref"/*; do
-    g="$out/$(basename "$f")"
+  for g in "$out"/*; do  # the variants run this time
+    f="$ref/$(basename "$g")"
     if ! cmp -s "$f" "$g"; then
       echo "differs: $(basename "$f")"
       bad=1
     fi
   done
-  n=$(find "$ref" -type f | wc -l)
+  n=$(find "$out" -type f | wc -l)
   if [[ $bad == 0 ]]; then echo "replay_check: all $n files identical"; else exit 1; fi
 fi

@@ -84,14 +84,16 @@ TEST(PipelineFuzz, RandomAndMutatedFramesAreTrackedOrCountedNeverFatal) {
 namespace spand::test {
 namespace {
 
-// handle_burst() and stage_frame() must be exact stand-ins for handle_frame() one frame at a
-// time. stage_frame() gets each frame in one reused buffer, overwritten right after the call (as
-// libpcap does), so a pointer kept into it would show.
+// handle_burst(), stage_frame() and prepare() + handle_prepared() (the two-thread replay) must be
+// exact stand-ins for handle_frame() one frame at a time. stage_frame() and prepare() get each
+// frame in one reused buffer, overwritten right after the call (as libpcap does), so a pointer
+// kept into it would show.
 TEST(PipelineBurst, SameRecordsAndCountersAsOneByOne) {
   WorkerConfig cfg;
   cfg.flow_capacity = 256;
   cfg.ring_capacity = 1 << 14;
-  Worker one(cfg), burst(cfg), staged(cfg);
+  Worker one(cfg), burst(cfg), staged(cfg), prepared(cfg);
+  std::vector<Worker::Prepared> batch;
   std::vector<uint8_t> reused(2048);
   std::mt19937_64 rng(7);
   std::vector<std::vector<uint8_t>> frames;
@@ -121,6 +123,13 @@ TEST(PipelineBurst, SameRecordsAndCountersAsOneByOne) {
     refs.push_back({frames[i].data(), uint32_t(frames[i].size()), wire[i], ts});
     std::copy(frames[i].begin(), frames[i].end(), reused.begin());
     staged.stage_frame(LinkType::kEthernet, reused.data(), uint32_t(frames[i].size()), wire[i], ts);
+    batch.emplace_back();
+    prepared.prepare(LinkType::kEthernet, reused.data(), uint32_t(frames[i].size()), wire[i], ts,
+                     batch.back());
+    if (batch.size() == Worker::kBurst || rng() % 5 == 0) {
+      prepared.handle_prepared(batch.data(), uint32_t(batch.size()));
+      batch.clear();
+    }
     std::fill(reused.begin(), reused.end(), uint8_t(0xa5));
     if (rng() % 40 == 0) staged.flush_staged();
     if (refs.size() == Worker::kBurst || rng() % 7 == 0) {  // bursts of every size
@@ -129,6 +138,8 @@ TEST(PipelineBurst, SameRecordsAndCountersAsOneByOne) {
     }
   }
   burst.handle_burst(LinkType::kEthernet, refs.data(), uint32_t(refs.size()));
+  prepared.handle_prepared(batch.data(), uint32_t(batch.size()));
+  prepared.finish();
   one.finish();
   burst.finish();
   staged.finish();  // flushes what is still staged first
@@ -146,6 +157,14 @@ TEST(PipelineBurst, SameRecordsAndCountersAsOneByOne) {
   const auto one_records = records(one);
   EXPECT_EQ(one_records, records(burst));
   EXPECT_EQ(one_records, records(staged));
+  EXPECT_EQ(one_records, records(prepared));
+  EXPECT_EQ(one.counters().frames, prepared.counters().frames);
+  EXPECT_EQ(one.counters().bytes, prepared.counters().bytes);
+  EXPECT_EQ(one.counters().tcp_packets, prepared.counters().tcp_packets);
+  EXPECT_EQ(one.counters().drops, prepared.counters().drops);
+  EXPECT_EQ(one.counters().samples_rtt, prepared.counters().samples_rtt);
+  EXPECT_EQ(one.counters().samples_wc, prepared.counters().samples_wc);
+  EXPECT_EQ(one.counters().flows_evicted, prepared.counters().flows_evicted);
   EXPECT_EQ(one.counters().tcp_packets, staged.counters().tcp_packets);
   EXPECT_EQ(one.counters().drops, staged.counters().drops);
   EXPECT_EQ(one.counters().samples_rtt, staged.counters().samples_rtt);
