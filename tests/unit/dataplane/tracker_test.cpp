@@ -807,7 +807,9 @@ TEST(TrackerSound, WindowUnderOneSegmentMakesNoWcSample) {
   k.c(kC + 1, kS + 2, kFin | kAck);
   k.finish();
   for (const Sample& s : k.samples()) {
-    if (s.kind == SampleKind::kWc) EXPECT_GE(s.value, 1u);
+    if (s.kind == SampleKind::kWc) {
+      EXPECT_GE(s.value, 1u);
+    }
   }
 }
 
