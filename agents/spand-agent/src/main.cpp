@@ -761,12 +761,17 @@ int run(int argc, char** argv) {
       std::string dump_err;
       if (dump_tcp_info(dump, dump_err)) {
         const double now = clock.now_s();
-        std::map<Prefix, uint32_t> senders;  // connections with 2 segments or more in flight
+        // Connections starting a response: 2 segments or more in flight, the request received
+        // less than one round trip ago (their first windows meet at the bottleneck; a
+        // connection already past its first round trip has adapted to the path).
+        std::map<Prefix, uint32_t> senders;
         for (const TcpInfoSnapshot& s : dump.sockets) {
           if (!dump.listening_ports.count(s.local_port)) continue;  // connections we accepted
           const Prefix key = core.key_prefix(s.remote);
           paths.observe(key, s.delivery_rate_bytes_per_s, s.min_rtt_us, now);
-          if (s.unacked_segments >= 2) ++senders[key];
+          const uint64_t round_trip_us = s.min_rtt_us ? s.min_rtt_us : s.rtt_us;
+          if (s.unacked_segments >= 2 && uint64_t{s.last_data_recv_ms} * 1000 < round_trip_us)
+            ++senders[key];
         }
         for (const auto& [key, n] : senders) paths.observe_senders(key, n, now);
       }

@@ -19,9 +19,8 @@ void PathRates::observe_senders(const Prefix& key_prefix, uint32_t senders, doub
   if (senders == 0) return;
   const auto idx = static_cast<int64_t>(now_s / share_bucket_s_);
   SenderBucket& b = senders_[key_prefix][static_cast<size_t>(idx % 2)];
-  if (b.index != idx) b = SenderBucket{idx, 0, 0};
-  b.senders += senders;
-  ++b.dumps;
+  if (b.index != idx) b = SenderBucket{idx, {}};
+  ++b.dumps[std::min(senders, kMaxSenders)];
 }
 
 std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) const {
@@ -39,14 +38,22 @@ std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) c
   if (info.samples == 0) return std::nullopt;
   if (auto s = senders_.find(key_prefix); s != senders_.end()) {
     const auto sidx = static_cast<int64_t>(now_s / share_bucket_s_);
-    uint64_t sum = 0;
-    uint32_t dumps = 0;
+    std::array<uint64_t, kMaxSenders + 1> dumps{};
+    uint64_t total = 0;
     for (const SenderBucket& b : s->second) {
       if (b.index < 0 || sidx - b.index >= 2) continue;
-      sum += b.senders;
-      dumps += b.dumps;
+      for (uint32_t n = 1; n <= kMaxSenders; ++n) dumps[n] += b.dumps[n];
     }
-    if (dumps) info.senders = double(sum) / dumps;
+    for (uint32_t n = 1; n <= kMaxSenders; ++n) total += dumps[n];
+    // The median: the count at rank ceil(total / 2).
+    uint64_t seen = 0;
+    for (uint32_t n = 1; n <= kMaxSenders && total; ++n) {
+      seen += dumps[n];
+      if (2 * seen >= total) {
+        info.senders = n;
+        break;
+      }
+    }
   }
   return info;
 }

@@ -19,8 +19,10 @@ struct PathInfo {
   uint64_t rate_bytes_per_s = 0;  // 0: not measured
   uint32_t min_rtt_us = 0;        // 0: not measured
   uint32_t samples = 0;           // socket readings in the window
-  // This host's connections sending toward the prefix at once (2 segments or more in flight),
-  // averaged over the dumps of the share window that saw at least one: 0 when none did.
+  // This host's connections starting a response toward the prefix at once: the median over
+  // the dumps of the share window that saw at least one (0 when none did). The median, not the
+  // mean: a competing connection that now and then starts beside a transfer does not make every
+  // transfer share (the paper's Scenario 2), synchronized batches do (docs/DESIGN.md, rule 6).
   double senders = 0;
 };
 
@@ -32,7 +34,7 @@ class PathRates {
 
   void observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uint32_t min_rtt_us,
                double now_s);
-  // One dump saw `senders` (> 0) of this host's connections sending toward the prefix.
+  // One dump saw `senders` (> 0) of this host's connections starting toward the prefix.
   void observe_senders(const Prefix& key_prefix, uint32_t senders, double now_s);
   std::optional<PathInfo> get(const Prefix& key_prefix, double now_s) const;
   // Drops prefixes with no reading in the window.
@@ -48,10 +50,10 @@ class PathRates {
     uint32_t samples = 0;
   };
   int64_t index_of(double now_s) const { return static_cast<int64_t>(now_s / bucket_s_); }
+  static constexpr uint32_t kMaxSenders = 64;  // counts above it are counted as 64
   struct SenderBucket {
     int64_t index = -1;  // floor(now_s / share_bucket_s_) when written
-    uint64_t senders = 0;
-    uint32_t dumps = 0;
+    std::array<uint32_t, kMaxSenders + 1> dumps{};  // dumps[n]: dumps that saw n senders
   };
   double bucket_s_;
   double share_bucket_s_;

@@ -72,6 +72,7 @@ int on_msg(const nlmsghdr* nlh, void* data) {
       s.delivery_rate_bytes_per_s = ti.tcpi_delivery_rate;
       s.min_rtt_us = ti.tcpi_min_rtt;
       s.unacked_segments = ti.tcpi_unacked;
+      s.last_data_recv_ms = ti.tcpi_last_data_recv;
       have_info = true;
     } else if (type == INET_DIAG_CONG) {
       const char* name = static_cast<const char*>(mnl_attr_get_payload(attr));

@@ -38,6 +38,7 @@ struct TcpInfoSnapshot {
   uint64_t delivery_rate_bytes_per_s = 0;  // tcpi_delivery_rate (the kernel's rate sample)
   uint32_t min_rtt_us = 0;                 // tcpi_min_rtt
   uint32_t unacked_segments = 0;           // tcpi_unacked: segments in flight
+  uint32_t last_data_recv_ms = 0;          // tcpi_last_data_recv: since the peer's last data
 };
 
 enum class TcpSampleKind : uint8_t { kRtt, kWcLoss, kWcEnd };

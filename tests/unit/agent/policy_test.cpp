@@ -209,7 +209,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).policy.init_cwnd_segments, 21u);
 }
 
-TEST(PathRates, SendersAreAveragedOverTheDumpsThatSawOne) {
+TEST(PathRates, SendersAreTheMedianOverTheDumpsThatSawOne) {
   PathRates r(60, 10);  // share window 10 s: two buckets of 5 s
   const Prefix p = P("198.51.100.0/24");
   r.observe(p, 1000, 50'000, 1);
@@ -217,12 +217,35 @@ TEST(PathRates, SendersAreAveragedOverTheDumpsThatSawOne) {
   r.observe_senders(p, 8, 1);
   r.observe_senders(p, 4, 2);
   r.observe_senders(p, 0, 3);  // not counted: the prefix was idle
-  EXPECT_DOUBLE_EQ(r.get(p, 4)->senders, 6.0);
+  EXPECT_DOUBLE_EQ(r.get(p, 4)->senders, 4.0);  // {4, 8}: the lower of the two
   r.observe_senders(p, 1, 7);
-  EXPECT_DOUBLE_EQ(r.get(p, 8)->senders, 13.0 / 3);
+  EXPECT_DOUBLE_EQ(r.get(p, 8)->senders, 4.0);  // {1, 4, 8}
   // At 11 s the bucket of 0-5 s has left: only the dump at 7 s counts.
   EXPECT_DOUBLE_EQ(r.get(p, 11)->senders, 1.0);
   EXPECT_EQ(r.get(p, 16)->senders, 0.0);
+}
+
+TEST(PathRates, AnOccasionalCompetingStartDoesNotMakeEveryTransferShare) {
+  // The paper's Scenario 2: transfers one at a time, a competing download now and then starting
+  // beside one: 10 dumps saw one starter, 4 saw two (mean 1.29, which would halve nothing but
+  // still cut a 21-segment window to 16, one more round than IW10's slow start).
+  PathRates r(60, 10);
+  const Prefix p = P("198.51.100.0/24");
+  r.observe(p, 1000, 50'000, 20);
+  for (int i = 0; i < 10; ++i) r.observe_senders(p, 1, 20 + 0.1 * i);
+  for (int i = 0; i < 4; ++i) r.observe_senders(p, 2, 21 + 0.1 * i);
+  EXPECT_DOUBLE_EQ(r.get(p, 22)->senders, 1.0);
+  // Synchronized batches of 8 (the friendliness scenario): dumps during a batch's first round
+  // trip see 1 to 8 starters; the median of 2, 5, 8, 8, 6, 3, 1 is 5.
+  PathRates b(60, 10);
+  b.observe(p, 1000, 50'000, 20);
+  for (uint32_t n : {2u, 5u, 8u, 8u, 6u, 3u, 1u}) b.observe_senders(p, n, 20.5);
+  EXPECT_DOUBLE_EQ(b.get(p, 21)->senders, 5.0);
+  // Counts beyond 64 are counted as 64.
+  PathRates c(60, 10);
+  c.observe(p, 1000, 50'000, 20);
+  c.observe_senders(p, 1000, 20);
+  EXPECT_DOUBLE_EQ(c.get(p, 21)->senders, 64.0);
 }
 
 TEST(PathRates, WindowedMaxRateAndMinRtt) {
