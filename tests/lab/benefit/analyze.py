@@ -84,6 +84,8 @@ def summarize(transfers, baseline='default'):
         base_group = baseline
         if '/' in group:  # friendliness: compare with the default flows of pure batches
             base_group = baseline + '/pure'
+        if '@' in group:  # multi-bottleneck: with the default flows of the same network
+            base_group = baseline + '@' + group.split('@', 1)[1]
         if group == base_group or (base_group, size, conc) not in cells:
             continue
         base = cells[(base_group, size, conc)]

@@ -253,6 +253,23 @@ def topology(cfg):
     burst = int(path.get('burst_bytes', 3028))
     sh(f'ip netns exec {NS_RTR} tc qdisc add dev r1 root tbf rate {path["rate"]} '
        f'burst {burst} limit {int(path["buffer_bytes"])}')
+    # Multi-bottleneck scenarios: a second bottleneck per client network after the shared one
+    # (an access link), on the delay line's client-side port d1 (the frames the delay line
+    # sends there go through its qdisc): HTB, one class per /24 with its rate, a drop-tail
+    # buffer; other networks pass unshaped.
+    access = cfg.get('access', {})
+    if access:
+        sh(f'ip netns exec {NS_DLY} tc qdisc add dev d1 root handle 1: htb default 99')
+        sh(f'ip netns exec {NS_DLY} tc class add dev d1 parent 1: classid 1:99 htb rate 10gbit')
+        for i, (net, a) in enumerate(sorted(access.items()), start=1):
+            if net not in NETS:
+                raise ValueError(f'[access] {net}: not a client network ({", ".join(NETS)})')
+            sh(f'ip netns exec {NS_DLY} tc class add dev d1 parent 1: classid 1:{i} htb '
+               f'rate {a["rate"]} ceil {a["rate"]}')
+            sh(f'ip netns exec {NS_DLY} tc qdisc add dev d1 parent 1:{i} bfifo '
+               f'limit {int(a["buffer_bytes"])}')
+            sh(f'ip netns exec {NS_DLY} tc filter add dev d1 parent 1: protocol ip prio 1 u32 '
+               f'match ip dst {net}.0/24 flowid 1:{i}')
     # The span port: both directions of both server links, mirrored to m0 (-> m1 in sb-srv).
     for dev in ('r0', 'r2'):
         sh(f'ip netns exec {NS_RTR} tc qdisc add dev {dev} clsact')
@@ -403,7 +420,10 @@ def endpoint(cfg, arm, size):
 
 def slot(cfg, rng, arm, size, src, jitter_ms, group=None):
     host, port, persistent = endpoint(cfg, arm, size)
-    return {'arm': arm, 'group': group or arm, 'size': size, 'src': src, 'host': host,
+    group = group or arm
+    if cfg['traffic'].get('by_network'):  # multi-bottleneck: each client network apart
+        group = f'{group}@{src.rsplit(".", 1)[0]}'
+    return {'arm': arm, 'group': group, 'size': size, 'src': src, 'host': host,
             'port': port, 'persistent': persistent,
             'jitter_s': round(rng.uniform(0, jitter_ms / 1000), 4)}
 
@@ -469,6 +489,47 @@ def warmup_rounds(cfg, rng, n):
              'slots': [slot(cfg, rng, rng.choice(arms), rng.choice(sizes), rng.choice(CLIENTS),
                             0)]}
             for _ in range(n)]
+
+
+def start_path_change(cfg, t_first, results):
+    """[change]: after_s seconds into the measurement, the shared bottleneck's rate (and
+    buffer) change; the agent's `applied` lines after it show how soon spand follows."""
+    ch = cfg.get('change')
+    if not ch:
+        return None
+    path = cfg['path']
+
+    def run():
+        time.sleep(float(ch['after_s']))
+        burst = int(path.get('burst_bytes', 3028))
+        limit = int(ch.get('buffer_bytes', path['buffer_bytes']))
+        sh(f'ip netns exec {NS_RTR} tc qdisc change dev r1 root tbf rate {ch["rate"]} '
+           f'burst {burst} limit {limit}')
+        results['path_changed_at_s'] = round(time.monotonic() - t_first, 3)
+        say(f'path changed: {path["rate"]} -> {ch["rate"]}, buffer {limit} B')
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    return th
+
+
+def label_by_change(cfg, out):
+    """[change] runs: each measured transfer's group gets the time since the change it started
+    in (@before, @0-30s, @30s+; the analysis compares every arm with default of the same label).
+    The measure client's start_s counts from the start of the measurement, as after_s does."""
+    ch = cfg.get('change')
+    path = os.path.join(out, 'transfers.jsonl')
+    if not ch or not os.path.exists(path):
+        return
+    after = float(ch['after_s'])
+    lines = []
+    for line in open(path):
+        t = json.loads(line)
+        if t.get('phase') == 'measure' and '@' not in t['group']:
+            dt = t['start_s'] - after
+            t['group'] += '@before' if dt < 0 else '@0-30s' if dt < 30 else '@30s+'
+        lines.append(json.dumps(t) + '\n')
+    with open(path, 'w') as f:
+        f.writelines(lines)
 
 
 def run_client(out, name, rounds, timeout_s=30, wait_s=None):
@@ -824,7 +885,10 @@ def main():
             before = nstat()
             t_meas = time.monotonic()
             say(f'measuring: {len(plan)} rounds')
+            changer = start_path_change(cfg, t_first, results)
             run_client(out, 'measure', plan, wait_s=3600)
+            if changer:
+                changer.join()
             results['measure_s'] = round(time.monotonic() - t_meas, 1)
             after = nstat()
             results['nstat_server_delta'] = {k: after.get(k, 0) - before.get(k, 0)
@@ -865,6 +929,7 @@ def main():
     if os.path.exists(os.path.join(out, 'gateway.log')):
         results['gateway_exit_summary'] = open(os.path.join(out, 'gateway.log')).read()[-4000:]
     if os.path.exists(os.path.join(out, 'transfers.jsonl')):
+        label_by_change(cfg, out)
         join_server_logs(out)
         results['gateway_samples'] = gateway_samples(out, None)
         results['path_rtt_tcp_connect'] = path_rtt(out)
