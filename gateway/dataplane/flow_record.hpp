@@ -17,6 +17,16 @@ enum class CloseReason : uint8_t {
 };
 const char* close_reason_name(CloseReason r);
 
+// Classes of the flight (segments outstanding) at a loss event, as TCP Smart Framing reads
+// Tstat: a loss needs three duplicate ACKs behind it to be recovered by fast retransmit, so a
+// flight of 1-3 segments recovers by timeout unless limited transmit or SACK adds to it.
+inline constexpr int kLossFlightClasses = 6;  // 1, 2, 3, 4-7, 8-15, 16 or more segments
+inline int loss_flight_class(uint32_t flight_segments) {
+  if (flight_segments <= 3) return flight_segments == 0 ? 0 : int(flight_segments) - 1;
+  if (flight_segments <= 7) return 3;
+  return flight_segments <= 15 ? 4 : 5;
+}
+
 // Per-direction totals. "fwd" of a flow is client->server, "rev" server->client.
 struct HalfRecord {
   uint64_t bytes = 0;                // payload bytes, retransmissions included
@@ -32,6 +42,9 @@ struct HalfRecord {
   uint32_t capture_dups = 0;         // identical copies made by the capture, not by the sender
   uint32_t loss_events_fast = 0;     // loss events recovered by fast retransmit
   uint32_t loss_events_timeout = 0;  // loss events recovered by timeout
+  // The same events by the flight at the loss (loss_flight_class): [0] fast, [1] timeout.
+  uint16_t loss_by_flight[2][kLossFlightClasses]{};
+  uint32_t timeout_wait_us = 0;  // summed over timeout events: last send to the timeout's resend
   uint32_t rtt_count = 0;
   uint32_t rtt_min_us = 0;
   uint32_t rtt_max_us = 0;

@@ -33,6 +33,9 @@ ordered_json half_to_json(const HalfRecord& h) {
   j["capture_dups"] = h.capture_dups;
   j["loss_events_fast"] = h.loss_events_fast;
   j["loss_events_timeout"] = h.loss_events_timeout;
+  j["loss_flight_fast"] = h.loss_by_flight[0];
+  j["loss_flight_timeout"] = h.loss_by_flight[1];
+  j["timeout_wait_us"] = h.timeout_wait_us;
   j["rtt_count"] = h.rtt_count;
   j["rtt_min_us"] = h.rtt_count ? ordered_json(h.rtt_min_us) : ordered_json(nullptr);
   j["rtt_mean_us"] = h.rtt_count ? ordered_json(h.rtt_sum_us / h.rtt_count) : ordered_json(nullptr);
@@ -157,6 +160,10 @@ HalfRecord random_half(std::mt19937_64& rng) {
   h.capture_dups = uint32_t(edge(rng));
   h.loss_events_fast = uint32_t(edge(rng));
   h.loss_events_timeout = uint32_t(edge(rng));
+  for (auto& by_class : h.loss_by_flight) {
+    for (auto& n : by_class) n = uint16_t(rng());
+  }
+  h.timeout_wait_us = uint32_t(edge(rng));
   h.rtt_count = rng() % 3 ? uint32_t(edge(rng)) : 0;
   h.rtt_min_us = uint32_t(edge(rng));
   h.rtt_max_us = uint32_t(edge(rng));
