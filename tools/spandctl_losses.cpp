@@ -92,7 +92,8 @@ double median(std::vector<double> v) {
 uint64_t need_u64(const json& o, const char* key) {
   const auto it = o.find(key);
   if (it == o.end() || !it->is_number_unsigned()) {
-    throw std::runtime_error(std::string("field '") + key + "' missing or not a non-negative integer");
+    throw std::runtime_error(std::string("field '") + key +
+                             "' missing or not a non-negative integer");
   }
   return it->get<uint64_t>();
 }
@@ -187,8 +188,7 @@ json to_json(const Tables& t, const std::string& direction) {
         {"never4_pct", share(r.never4, r.flows)},
         {"ct_ms_no_loss", r.ct_clean_ms.empty() ? json(nullptr) : json(median(r.ct_clean_ms))},
         {"flows_with_timeout", r.ct_timeout_ms.size()},
-        {"ct_ms_timeout",
-         r.ct_timeout_ms.empty() ? json(nullptr) : json(median(r.ct_timeout_ms))},
+        {"ct_ms_timeout", r.ct_timeout_ms.empty() ? json(nullptr) : json(median(r.ct_timeout_ms))},
         {"timeout_wait_pct",
          r.timeout_ct_ms > 0 ? json(100.0 * r.timeout_wait_ms / r.timeout_ct_ms) : json(nullptr)},
     });
@@ -232,8 +232,8 @@ void print_tables(std::ostream& out, const json& j) {
     out << line;
   }
   out << "\nloss events by flight at the loss\n";
-  std::snprintf(line, sizeof line, "%-10s %7s %7s %7s %7s %7s\n", "flight", "events", "fast",
-                "rto", "fast%", "rto%");
+  std::snprintf(line, sizeof line, "%-10s %7s %7s %7s %7s %7s\n", "flight", "events", "fast", "rto",
+                "fast%", "rto%");
   out << line;
   for (const json& r : j["by_flight"]) {
     std::snprintf(line, sizeof line, "%-10s %7llu %7llu %7llu %7s %7s\n",

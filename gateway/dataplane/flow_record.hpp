@@ -33,7 +33,7 @@ inline int loss_flight_class(uint32_t flight_segments) {
 // of 16 segments it halves as Reno, and is then Reno-like on the wire). Band edges halfway.
 enum class SenderKind : uint8_t { kUnknown = 0, kRenoLike = 1, kCubic = 2, kScalable = 3 };
 const char* sender_kind_name(SenderKind k);
-inline constexpr int kSenderBands = 3;            // Reno-like, CUBIC, Scalable
+inline constexpr int kSenderBands = 3;                    // Reno-like, CUBIC, Scalable
 inline constexpr uint16_t kMdBandCubicPermille = 600;     // 0.5 .. 0.7
 inline constexpr uint16_t kMdBandScalablePermille = 790;  // 0.7 .. 0.875
 inline int md_band(uint32_t md_permille) {

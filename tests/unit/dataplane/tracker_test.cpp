@@ -1147,12 +1147,12 @@ TEST(SenderKind, MajorityBandOfTheDecreasesAfterTwoLosses) {
     SenderKind want;
   };
   const Case cases[] = {
-      {1, {3, 0, 0}, SenderKind::kUnknown},   // one loss: not enough
-      {2, {0, 0, 0}, SenderKind::kUnknown},   // no reading
+      {1, {3, 0, 0}, SenderKind::kUnknown},  // one loss: not enough
+      {2, {0, 0, 0}, SenderKind::kUnknown},  // no reading
       {2, {2, 0, 0}, SenderKind::kRenoLike},
       {3, {1, 2, 0}, SenderKind::kCubic},
       {2, {0, 0, 1}, SenderKind::kScalable},
-      {4, {1, 1, 0}, SenderKind::kUnknown},   // a tie is no majority
+      {4, {1, 1, 0}, SenderKind::kUnknown},  // a tie is no majority
       {5, {1, 1, 1}, SenderKind::kUnknown},
   };
   for (const Case& c : cases) {
