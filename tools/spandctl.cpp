@@ -1,5 +1,5 @@
-// spandctl: query a spand.v1 estimate server (get, watch, top) and compute cwnd_opt offline
-// (cwnd, from libspand). Usage and output formats: README, "spandctl".
+// spandctl: query a spand.v1 estimate server (get, watch, top), compute cwnd_opt offline
+// (cwnd, from libspand) and tabulate loss events from flow records (losses). Usage and output formats: README, "spandctl".
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>
@@ -16,6 +16,7 @@
 #include "spand/v1/estimates.grpc.pb.h"
 #include "spand_version.hpp"
 #include "spandctl_cwnd.h"
+#include "spandctl_losses.h"
 
 namespace {
 
@@ -45,6 +46,8 @@ const char* const kHelp =
     "          the N (default 10) prefixes with the most samples in the window\n"
     "  cwnd --wc N --segments F [--b B] ...\n"
     "          cwnd_opt computed locally (spandctl cwnd --help)\n"
+    "  losses [--direction s2c|c2s|both] [--json] FLOWS.jsonl\n"
+    "          TCP-SF's loss analysis of --flows-out records (spandctl losses --help)\n"
     "\n"
     "options:\n"
     "  --server HOST:PORT  estimate server (default $SPAND_SERVER, else 127.0.0.1:50051)\n"
@@ -376,6 +379,7 @@ int main(int argc, char** argv) {
   }
   const std::string cmd = argv[i];
   if (cmd == "cwnd") return spand::spandctl_cwnd_main(argc - i, argv + i);
+  if (cmd == "losses") return spand::spandctl_losses_main(argc - i, argv + i);
 
   // Options may also follow the command ("spandctl get 1.2.3.4 --json --server X").
   std::vector<char*> rest;

@@ -53,6 +53,18 @@ void half_json(JsonLine& j, const HalfRecord& h) {
   j.u64(h.loss_events_fast);
   j.lit(",\"loss_events_timeout\":");
   j.u64(h.loss_events_timeout);
+  j.lit(",\"loss_flight_fast\":[");
+  for (int k = 0; k < kLossFlightClasses; ++k) {
+    if (k) j.lit(",");
+    j.u64(h.loss_by_flight[0][k]);
+  }
+  j.lit("],\"loss_flight_timeout\":[");
+  for (int k = 0; k < kLossFlightClasses; ++k) {
+    if (k) j.lit(",");
+    j.u64(h.loss_by_flight[1][k]);
+  }
+  j.lit("],\"timeout_wait_us\":");
+  j.u64(h.timeout_wait_us);
   rtt_json(j, h);
   j.lit(",\"mss\":");
   j.u64(h.mss);
@@ -86,6 +98,9 @@ void half_json(JsonLine& j, const HalfRecord& h) {
   } else {
     j.null();
   }
+  j.lit(",\"sender\":\"");
+  j.raw(sender_kind_name(h.sender));
+  j.lit("\"");
   if (h.data_packets) {
     j.lit(",\"first_data_ns\":");
     j.u64(h.first_data_ns);

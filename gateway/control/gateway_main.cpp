@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "capture/collector.hpp"
+#include "capture/prefix_map_file.hpp"
 #include "capture/source.hpp"
 #include "control/cli_checks.hpp"
 #include "control/config_file.hpp"
@@ -125,6 +126,12 @@ int main(int argc, char** argv) {
   app.add_option("--prefix-len-v6", v6_len, "Client prefix length for IPv6")
       ->default_val(48)
       ->check(CLI::Range(1, 128));
+  std::string prefix_map_path;
+  app.add_option("--prefix-map", prefix_map_path,
+                 "Network-aware clustering: a client's prefix is the longest of this CIDR list "
+                 "(one per line, IPv4 and IPv6, e.g. from a BGP RIB) that covers it; the "
+                 "--prefix-len-v4/v6 lengths only for addresses none covers. Re-read within a "
+                 "second of a change");
   app.add_option("--eal-args", eal_from_options,
                  "DPDK EAL arguments, as a config file's list (eal_args = [\"-l\", \"0-1\", "
                  "\"-a\", \"0000:03:00.0\"]); on the command line they go before '--'");
@@ -231,7 +238,16 @@ int main(int argc, char** argv) {
 
   out_opts.prefix.v4_len = uint8_t(v4_len);
   out_opts.prefix.v6_len = uint8_t(v6_len);
-  ctl.prefix = out_opts.prefix;
+  std::unique_ptr<PrefixMapWatcher> prefix_map_watcher;
+  if (!prefix_map_path.empty()) {
+    out_opts.prefix.map = std::make_shared<PrefixMapSource>();
+    std::string map_error;
+    if (!load_prefix_map(prefix_map_path, *out_opts.prefix.map, map_error)) {
+      return usage_error(map_error);
+    }
+    prefix_map_watcher = std::make_unique<PrefixMapWatcher>(prefix_map_path, out_opts.prefix.map);
+  }
+  ctl.prefix = out_opts.prefix;  // the same map: samples, the Redis keys and the service agree
   for (const std::string& net : inside) {
     Prefix p;
     if (!parse_prefix(net, p)) return usage_error("--inside: not a network: '" + net + "'");
@@ -302,6 +318,14 @@ int main(int argc, char** argv) {
 #endif
   }
   if (!error.empty()) std::fprintf(stderr, "spand-gateway: %s\n", error.c_str());
+  if (prefix_map_watcher) {
+    std::fprintf(stderr,
+                 "prefix map: %zu prefixes, %llu lookups of addresses no prefix covers (given "
+                 "/%u or /%u), %llu reloads\n",
+                 out_opts.prefix.map->current.load()->size(),
+                 (unsigned long long)out_opts.prefix.map->uncovered.load(), v4_len, v6_len,
+                 (unsigned long long)prefix_map_watcher->reloads());
+  }
   const bool redis_ok = !control || control->finish(keep_serving && !pcap_path.empty());
   if (prefix_summary) collector.print_prefix_summary(stdout);
   collector.flush();  // --flows-out/--samples-out "-" share stdout with the prefix summary

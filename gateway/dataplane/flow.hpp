@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "dataplane/flow_record.hpp"
 #include "dataplane/packet.hpp"
 
 namespace spand {
@@ -114,8 +115,15 @@ struct alignas(64) LossState {
   uint16_t loss_fast = 0;
   uint16_t loss_timeout = 0;
   uint16_t wc_first[2]{};  // first W_c samples at losses (the rest go to --samples-out only)
+  // Second cache line: TCP-SF's view of the loss events (Mellia, Meo, Casetti, ToN 2005).
+  // Events by class (0 fast retransmit, 1 timeout) and by the flight at the loss
+  // (loss_flight_class), and the time the sender sat waiting for its retransmission timer.
+  uint16_t loss_by_flight[2][kLossFlightClasses]{};
+  uint32_t timeout_wait_us = 0;
+  // Measured decreases by band (kMdBand*): the sender's flavour is the band most of them fall in.
+  uint8_t md_votes[kSenderBands]{};
 };
-static_assert(sizeof(LossState) == 64);
+static_assert(sizeof(LossState) == 128);
 
 // One direction's sender, as seen from the monitor: what every packet of a connection reads or
 // writes. Rare state is in its LossState.

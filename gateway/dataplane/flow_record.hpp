@@ -17,6 +17,38 @@ enum class CloseReason : uint8_t {
 };
 const char* close_reason_name(CloseReason r);
 
+// Classes of the flight (segments outstanding) at a loss event, as TCP Smart Framing reads
+// Tstat: a loss needs three duplicate ACKs behind it to be recovered by fast retransmit, so a
+// flight of 1-3 segments recovers by timeout unless limited transmit or SACK adds to it.
+inline constexpr int kLossFlightClasses = 6;  // 1, 2, 3, 4-7, 8-15, 16 or more segments
+inline int loss_flight_class(uint32_t flight_segments) {
+  if (flight_segments <= 3) return flight_segments == 0 ? 0 : int(flight_segments) - 1;
+  if (flight_segments <= 7) return 3;
+  return flight_segments <= 15 ? 4 : 5;
+}
+
+// The sender's congestion control as its losses show it: the multiplicative decrease it applies
+// (window after a loss over the window before it; the gateway's `decrease` readings). Reno-like
+// senders halve (0.5), CUBIC keeps 0.7, Scalable TCP 0.875 (Kelly 2003; below its legacy window
+// of 16 segments it halves as Reno, and is then Reno-like on the wire). Band edges halfway.
+enum class SenderKind : uint8_t { kUnknown = 0, kRenoLike = 1, kCubic = 2, kScalable = 3 };
+const char* sender_kind_name(SenderKind k);
+inline constexpr int kSenderBands = 3;                    // Reno-like, CUBIC, Scalable
+inline constexpr uint16_t kMdBandCubicPermille = 600;     // 0.5 .. 0.7
+inline constexpr uint16_t kMdBandScalablePermille = 790;  // 0.7 .. 0.875
+inline int md_band(uint32_t md_permille) {
+  return md_permille < kMdBandCubicPermille ? 0 : md_permille < kMdBandScalablePermille ? 1 : 2;
+}
+// Needs two loss events and a strict majority of the readings in one band.
+inline SenderKind classify_sender(uint32_t loss_events, const uint8_t (&votes)[kSenderBands]) {
+  const uint32_t n = uint32_t(votes[0]) + votes[1] + votes[2];
+  if (loss_events < 2 || n == 0) return SenderKind::kUnknown;
+  for (int b = 0; b < kSenderBands; ++b) {
+    if (2u * votes[b] > n) return SenderKind(b + 1);
+  }
+  return SenderKind::kUnknown;
+}
+
 // Per-direction totals. "fwd" of a flow is client->server, "rev" server->client.
 struct HalfRecord {
   uint64_t bytes = 0;                // payload bytes, retransmissions included
@@ -32,6 +64,9 @@ struct HalfRecord {
   uint32_t capture_dups = 0;         // identical copies made by the capture, not by the sender
   uint32_t loss_events_fast = 0;     // loss events recovered by fast retransmit
   uint32_t loss_events_timeout = 0;  // loss events recovered by timeout
+  // The same events by the flight at the loss (loss_flight_class): [0] fast, [1] timeout.
+  uint16_t loss_by_flight[2][kLossFlightClasses]{};
+  uint32_t timeout_wait_us = 0;  // summed over timeout events: last send to the timeout's resend
   uint32_t rtt_count = 0;
   uint32_t rtt_min_us = 0;
   uint32_t rtt_max_us = 0;
@@ -46,6 +81,7 @@ struct HalfRecord {
   uint16_t wc_segments[6]{};         // first W_c samples, in segments
   uint8_t wc_cwnd_limited_mask = 0;  // bit i: sample i came from a cwnd-limited flight
   uint16_t md_permille = 0;          // last multiplicative decrease seen, 1000 * cwnd_after/before
+  SenderKind sender = SenderKind::kUnknown;  // classify_sender
   uint64_t first_data_ns = 0;
   uint64_t last_data_ns = 0;
 };

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "dataplane/packet.hpp"
@@ -11,9 +12,14 @@
 
 namespace spand {
 
+struct PrefixMapSource;
+
 struct PrefixConfig {
   uint8_t v4_len = 24;
   uint8_t v6_len = 48;
+  // Network-aware clustering (prefix_map.hpp): when set, an address's prefix is the longest of
+  // the map that covers it, and the fixed lengths above only for addresses it does not cover.
+  std::shared_ptr<PrefixMapSource> map;
 };
 
 struct Prefix {

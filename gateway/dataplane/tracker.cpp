@@ -225,6 +225,11 @@ void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
     // becomes ambiguous; the SYN-to-SYN-ACK leg restarts from the newest SYN below.
     bump(l.rexmt_timeout);
     bump(l.loss_timeout);
+    bump(l.loss_by_flight[1][0]);  // the SYN was the whole flight
+    // The SYN timer ran from the previous SYN (a SYN-ACK: from the previous SYN-ACK).
+    HalfFlow& timer = synack ? f.h(Dir::kS2C) : snd;
+    l.timeout_wait_us += now_us - timer.syn_us;
+    if (synack) timer.syn_us = now_us;
     if (p.flags & kAck) f.synack_resent = 1;
   }
   if (p.flags & kSyn) {
@@ -414,7 +419,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     if (h.cc == CcState::kFastRecovery) {
       // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired.
       if (now_us - h.last_progress_us >= rto && seq == h.snd_una) {
-        start_loss_event(f, d, true);
+        start_loss_event(f, d, true, idle_us);
         bump(l.rexmt_timeout);
       } else {
         bump(l.rexmt_fast);  // NewReno partial ACK or SACK-driven resend within the same event
@@ -432,7 +437,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
       // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
       bump(l.rexmt_other);
     } else if (idle_us >= rto || seq == h.snd_una) {
-      start_loss_event(f, d, true);
+      start_loss_event(f, d, true, idle_us);
       bump(l.rexmt_timeout);
     } else {
       bump(l.rexmt_other);
@@ -455,7 +460,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
 }
 
-void Tracker::start_loss_event(Flow& f, Dir d, bool timeout) {
+void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t wait_us) {
   HalfFlow& h = f.h(d);
   const uint32_t cwnd_seg = cwnd_segments(h);
   if (h.cc == CcState::kCongestionAvoidance) {
@@ -466,6 +471,8 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout) {
   LossState& l = loss(h);
   h.flags |= kHfLossSeen;
   bump(timeout ? l.loss_timeout : l.loss_fast);
+  bump(l.loss_by_flight[timeout ? 1 : 0][loss_flight_class(flight_segments(h))]);
+  if (timeout) l.timeout_wait_us += wait_us;
   if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
     l.cwnd_before_loss_q16 = h.cwnd_q16;
     h.flags |= kHfMdPending;
@@ -499,6 +506,8 @@ void Tracker::end_round(Flow& f, Dir d) {
       // grew back at once, application limits): no reading.
       if (md > 300 && md < 950) {
         l.md_permille = uint16_t(md);  // the record keeps the last; each one is a sample
+        uint8_t& vote = l.md_votes[md_band(uint32_t(md))];
+        if (vote != UINT8_MAX) ++vote;
         if (d == Dir::kS2C) {
           Sample s = base_sample(f, SampleKind::kDecrease);
           s.value = uint32_t(md);
@@ -750,6 +759,10 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.capture_dups = l.capture_dups;
     o.loss_events_fast = l.loss_fast;
     o.loss_events_timeout = l.loss_timeout;
+    for (int c = 0; c < 2; ++c) {
+      for (int k = 0; k < kLossFlightClasses; ++k) o.loss_by_flight[c][k] = l.loss_by_flight[c][k];
+    }
+    o.timeout_wait_us = l.timeout_wait_us;
     o.rtt_count = h.rtt_count;
     o.rtt_min_us = h.rtt_min_us;
     o.rtt_max_us = h.rtt_max_us;
@@ -766,6 +779,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.wc_cwnd_limited_mask =
         uint8_t(((h.flags & kHfWcLimited0) ? 1 : 0) | ((h.flags & kHfWcLimited1) ? 2 : 0));
     o.md_permille = l.md_permille;
+    o.sender = classify_sender(uint32_t(l.loss_fast) + l.loss_timeout, l.md_votes);
     if (h.data_packets) {
       o.first_data_ns = f.base_ns + uint64_t(h.first_data_us) * 1000;
       o.last_data_ns = f.base_ns + uint64_t(h.last_data_us) * 1000;

@@ -64,7 +64,9 @@ class Tracker {
   void on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id);
   void on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us);
   void on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us);
-  void start_loss_event(Flow& f, Dir d, bool timeout);
+  // A loss event: fast retransmit, or timeout after the sender waited `wait_us` since its last
+  // transmission.
+  void start_loss_event(Flow& f, Dir d, bool timeout, uint32_t wait_us = 0);
   void end_round(Flow& f, Dir d);
   // A new round (one flight) begins at snd_max.
   static void start_round(HalfFlow& h);

@@ -62,7 +62,9 @@ bool split(std::string_view text, const PrefixConfig& cfg, IpAddr& addr, int& le
             (v4 ? "IPv4 (0..32)" : "IPv6 (0..128)");
     return false;
   }
-  if (len >= 0 && len < store_len) {
+  // With a prefix map the store's prefixes have many lengths: the query's network address is
+  // mapped like any client's (prefix_of).
+  if (len >= 0 && len < store_len && !cfg.map) {
     error = "prefix length /" + std::to_string(len) + " is wider than the store's /" +
             std::to_string(store_len) + " (estimates are kept per /" + std::to_string(store_len) +
             ")";

@@ -33,6 +33,9 @@ ordered_json half_to_json(const HalfRecord& h) {
   j["capture_dups"] = h.capture_dups;
   j["loss_events_fast"] = h.loss_events_fast;
   j["loss_events_timeout"] = h.loss_events_timeout;
+  j["loss_flight_fast"] = h.loss_by_flight[0];
+  j["loss_flight_timeout"] = h.loss_by_flight[1];
+  j["timeout_wait_us"] = h.timeout_wait_us;
   j["rtt_count"] = h.rtt_count;
   j["rtt_min_us"] = h.rtt_count ? ordered_json(h.rtt_min_us) : ordered_json(nullptr);
   j["rtt_mean_us"] = h.rtt_count ? ordered_json(h.rtt_sum_us / h.rtt_count) : ordered_json(nullptr);
@@ -52,6 +55,7 @@ ordered_json half_to_json(const HalfRecord& h) {
   j["wc_segments"] = wc;
   j["wc_cwnd_limited"] = lim;
   j["md_ratio"] = h.md_permille ? ordered_json(h.md_permille / 1000.0) : ordered_json(nullptr);
+  j["sender"] = sender_kind_name(h.sender);
   j["first_data_ns"] = h.data_packets ? ordered_json(h.first_data_ns) : ordered_json(nullptr);
   j["last_data_ns"] = h.data_packets ? ordered_json(h.last_data_ns) : ordered_json(nullptr);
   return j;
@@ -157,6 +161,10 @@ HalfRecord random_half(std::mt19937_64& rng) {
   h.capture_dups = uint32_t(edge(rng));
   h.loss_events_fast = uint32_t(edge(rng));
   h.loss_events_timeout = uint32_t(edge(rng));
+  for (auto& by_class : h.loss_by_flight) {
+    for (auto& n : by_class) n = uint16_t(rng());
+  }
+  h.timeout_wait_us = uint32_t(edge(rng));
   h.rtt_count = rng() % 3 ? uint32_t(edge(rng)) : 0;
   h.rtt_min_us = uint32_t(edge(rng));
   h.rtt_max_us = uint32_t(edge(rng));
@@ -171,6 +179,7 @@ HalfRecord random_half(std::mt19937_64& rng) {
   for (auto& w : h.wc_segments) w = uint16_t(rng());
   h.wc_cwnd_limited_mask = uint8_t(rng());
   h.md_permille = rng() % 2 ? uint16_t(rng()) : 0;
+  h.sender = SenderKind(rng() % 4);
   h.first_data_ns = edge(rng);
   h.last_data_ns = edge(rng);
   return h;

@@ -1,0 +1,70 @@
+#include "capture/prefix_map_file.hpp"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace spand {
+
+bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = "--prefix-map: cannot read '" + path + "'";
+    return false;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto map = std::make_shared<PrefixMap>();
+  std::string why;
+  if (!PrefixMap::parse(text.str(), *map, why)) {
+    error = "--prefix-map: " + path + ": " + why;
+    return false;
+  }
+  source.current.store(std::move(map), std::memory_order_release);
+  return true;
+}
+
+PrefixMapWatcher::PrefixMapWatcher(std::string path, std::shared_ptr<PrefixMapSource> source)
+    : path_(std::move(path)), source_(std::move(source)) {
+  check_now();  // the stamp of the file loaded at start (no reload counted if unchanged)
+  reloads_ = 0;
+  thread_ = std::thread([this] {
+    while (!stop_.load()) {
+      for (int i = 0; i < 10 && !stop_.load(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      if (!stop_.load()) check_now();
+    }
+  });
+}
+
+PrefixMapWatcher::~PrefixMapWatcher() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+bool PrefixMapWatcher::check_now() {
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) != 0) return false;  // being replaced: look again later
+  const Stamp now{(long long)st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec,
+                  (long long)st.st_size, (unsigned long long)st.st_ino};
+  if (now == seen_) return false;
+  const bool first = seen_.mtime_ns < 0;
+  seen_ = now;
+  if (first) return false;  // loaded by the caller at start
+  std::string error;
+  if (!load_prefix_map(path_, *source_, error)) {
+    std::fprintf(stderr, "spand-gateway: %s; keeping the previous prefix map\n", error.c_str());
+    return false;
+  }
+  ++reloads_;
+  const auto map = source_->current.load();
+  std::fprintf(stderr, "spand-gateway: prefix map %s reloaded: %zu prefixes\n", path_.c_str(),
+               map->size());
+  return true;
+}
+
+}  // namespace spand

@@ -1,0 +1,43 @@
+// The prefix map file of network-aware clustering (dataplane/prefix_map.hpp): read at start, and
+// read again within a second whenever it changes (modification time, size or inode: an editor's
+// rename counts), with no restart. A file that no longer parses keeps the previous map in use
+// and says why on stderr, once per change.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "dataplane/prefix_map.hpp"
+
+namespace spand {
+
+// Reads and parses `path` into `source` (replacing its map). False with the reason in `error`.
+bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::string& error);
+
+class PrefixMapWatcher {
+ public:
+  PrefixMapWatcher(std::string path, std::shared_ptr<PrefixMapSource> source);
+  ~PrefixMapWatcher();  // stops the thread
+  PrefixMapWatcher(const PrefixMapWatcher&) = delete;
+  PrefixMapWatcher& operator=(const PrefixMapWatcher&) = delete;
+  uint64_t reloads() const { return reloads_.load(); }
+  // Looks at the file now; reloads if it changed. Returns true if it did (tests call it).
+  bool check_now();
+
+ private:
+  std::string path_;
+  std::shared_ptr<PrefixMapSource> source_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> reloads_{0};
+  struct Stamp {
+    long long mtime_ns = -1;
+    long long size = -1;
+    unsigned long long inode = 0;
+    bool operator==(const Stamp&) const = default;
+  } seen_;
+  std::thread thread_;
+};
+
+}  // namespace spand

@@ -1,0 +1,45 @@
+// Network-aware clustering (Krishnamurthy and Wang, SIGCOMM 2000; TCP/SPAND's alternative to the
+// 24-bit heuristic): clients grouped by the routed prefixes that cover them, read from a CIDR list
+// (e.g. a BGP RIB dump), by longest-prefix match. Control side, like prefix_text.cpp: called by
+// the collector, the Redis writer and the service for each sample or query, never per packet.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "dataplane/prefix.hpp"
+
+namespace spand {
+
+class PrefixMap {
+ public:
+  // One CIDR prefix per line (IPv4 or IPv6, "198.51.100.0/22", "2001:db8::/32"); a bare address
+  // is its host prefix; '#' starts a comment; blank lines and surrounding blanks are ignored.
+  // Host bits set below the length are an error (a typo more often than intended). False with
+  // "line N: why" in `error`.
+  static bool parse(std::string_view text, PrefixMap& out, std::string& error);
+  // The longest prefix that covers `addr`; false if none does.
+  bool longest_match(const IpAddr& addr, Prefix& out) const;
+  size_t size() const { return prefixes_.size(); }
+
+ private:
+  std::unordered_map<Prefix, uint32_t, PrefixHash> prefixes_;  // the line each came from
+  std::vector<uint8_t> v4_lens_;  // distinct lengths present, longest first
+  std::vector<uint8_t> v6_lens_;
+};
+
+// The map in use, shared by every PrefixConfig copy (collector, Redis writer, service) and
+// replaced whole when the file changes: readers take the current one without a lock.
+struct PrefixMapSource {
+  std::atomic<std::shared_ptr<const PrefixMap>> current;
+  // Lookups (one per aggregated sample, stored sample or query) whose address no prefix of the
+  // map covered: they fell back to the fixed /24 or /48.
+  std::atomic<uint64_t> uncovered{0};
+};
+
+}  // namespace spand
