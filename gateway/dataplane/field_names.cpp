@@ -4,20 +4,6 @@
 
 namespace spand {
 
-const char* sender_kind_name(SenderKind k) {
-  switch (k) {
-    case SenderKind::kUnknown:
-      return "unknown";
-    case SenderKind::kRenoLike:
-      return "reno";
-    case SenderKind::kCubic:
-      return "cubic";
-    case SenderKind::kScalable:
-      return "scalable";
-  }
-  return "unknown";
-}
-
 const char* close_reason_name(CloseReason r) {
   switch (r) {
     case CloseReason::kFin:

@@ -120,8 +120,6 @@ struct alignas(64) LossState {
   // (loss_flight_class), and the time the sender sat waiting for its retransmission timer.
   uint16_t loss_by_flight[2][kLossFlightClasses]{};
   uint32_t timeout_wait_us = 0;
-  // Measured decreases by band (kMdBand*): the sender's flavour is the band most of them fall in.
-  uint8_t md_votes[kSenderBands]{};
 };
 static_assert(sizeof(LossState) == 128);
 

@@ -27,28 +27,6 @@ inline int loss_flight_class(uint32_t flight_segments) {
   return flight_segments <= 15 ? 4 : 5;
 }
 
-// The sender's congestion control as its losses show it: the multiplicative decrease it applies
-// (window after a loss over the window before it; the gateway's `decrease` readings). Reno-like
-// senders halve (0.5), CUBIC keeps 0.7, Scalable TCP 0.875 (Kelly 2003; below its legacy window
-// of 16 segments it halves as Reno, and is then Reno-like on the wire). Band edges halfway.
-enum class SenderKind : uint8_t { kUnknown = 0, kRenoLike = 1, kCubic = 2, kScalable = 3 };
-const char* sender_kind_name(SenderKind k);
-inline constexpr int kSenderBands = 3;                    // Reno-like, CUBIC, Scalable
-inline constexpr uint16_t kMdBandCubicPermille = 600;     // 0.5 .. 0.7
-inline constexpr uint16_t kMdBandScalablePermille = 790;  // 0.7 .. 0.875
-inline int md_band(uint32_t md_permille) {
-  return md_permille < kMdBandCubicPermille ? 0 : md_permille < kMdBandScalablePermille ? 1 : 2;
-}
-// Needs two loss events and a strict majority of the readings in one band.
-inline SenderKind classify_sender(uint32_t loss_events, const uint8_t (&votes)[kSenderBands]) {
-  const uint32_t n = uint32_t(votes[0]) + votes[1] + votes[2];
-  if (loss_events < 2 || n == 0) return SenderKind::kUnknown;
-  for (int b = 0; b < kSenderBands; ++b) {
-    if (2u * votes[b] > n) return SenderKind(b + 1);
-  }
-  return SenderKind::kUnknown;
-}
-
 // Per-direction totals. "fwd" of a flow is client->server, "rev" server->client.
 struct HalfRecord {
   uint64_t bytes = 0;                // payload bytes, retransmissions included
@@ -81,7 +59,6 @@ struct HalfRecord {
   uint16_t wc_segments[6]{};         // first W_c samples, in segments
   uint8_t wc_cwnd_limited_mask = 0;  // bit i: sample i came from a cwnd-limited flight
   uint16_t md_permille = 0;          // last multiplicative decrease seen, 1000 * cwnd_after/before
-  SenderKind sender = SenderKind::kUnknown;  // classify_sender
   uint64_t first_data_ns = 0;
   uint64_t last_data_ns = 0;
 };

@@ -506,8 +506,6 @@ void Tracker::end_round(Flow& f, Dir d) {
       // grew back at once, application limits): no reading.
       if (md > 300 && md < 950) {
         l.md_permille = uint16_t(md);  // the record keeps the last; each one is a sample
-        uint8_t& vote = l.md_votes[md_band(uint32_t(md))];
-        if (vote != UINT8_MAX) ++vote;
         if (d == Dir::kS2C) {
           Sample s = base_sample(f, SampleKind::kDecrease);
           s.value = uint32_t(md);
@@ -779,7 +777,6 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.wc_cwnd_limited_mask =
         uint8_t(((h.flags & kHfWcLimited0) ? 1 : 0) | ((h.flags & kHfWcLimited1) ? 2 : 0));
     o.md_permille = l.md_permille;
-    o.sender = classify_sender(uint32_t(l.loss_fast) + l.loss_timeout, l.md_votes);
     if (h.data_packets) {
       o.first_data_ns = f.base_ns + uint64_t(h.first_data_us) * 1000;
       o.last_data_ns = f.base_ns + uint64_t(h.last_data_us) * 1000;

@@ -1133,34 +1133,5 @@ TEST(TrackerFrames, VlanTaggedOneWayQinqAndSnapLengthStayOneConnection) {
   EXPECT_TRUE(recs[0].handshake_seen);
 }
 
-// The sender's flavour from its decrease readings (flow_record.hpp, classify_sender): the band
-// of the strict majority, after at least two loss events.
-TEST(SenderKind, MajorityBandOfTheDecreasesAfterTwoLosses) {
-  EXPECT_EQ(md_band(500), 0);  // Reno halves
-  EXPECT_EQ(md_band(599), 0);
-  EXPECT_EQ(md_band(600), 1);  // CUBIC keeps 0.7
-  EXPECT_EQ(md_band(789), 1);
-  EXPECT_EQ(md_band(790), 2);  // Scalable TCP keeps 7/8
-  struct Case {
-    uint32_t losses;
-    uint8_t votes[kSenderBands];
-    SenderKind want;
-  };
-  const Case cases[] = {
-      {1, {3, 0, 0}, SenderKind::kUnknown},  // one loss: not enough
-      {2, {0, 0, 0}, SenderKind::kUnknown},  // no reading
-      {2, {2, 0, 0}, SenderKind::kRenoLike},
-      {3, {1, 2, 0}, SenderKind::kCubic},
-      {2, {0, 0, 1}, SenderKind::kScalable},
-      {4, {1, 1, 0}, SenderKind::kUnknown},  // a tie is no majority
-      {5, {1, 1, 1}, SenderKind::kUnknown},
-  };
-  for (const Case& c : cases) {
-    EXPECT_EQ(classify_sender(c.losses, c.votes), c.want) << c.losses;
-  }
-  EXPECT_STREQ(sender_kind_name(SenderKind::kRenoLike), "reno");
-  EXPECT_STREQ(sender_kind_name(SenderKind::kScalable), "scalable");
-}
-
 }  // namespace
 }  // namespace spand::test
