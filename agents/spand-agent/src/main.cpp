@@ -780,7 +780,7 @@ int run(int argc, char** argv) {
       if (bpf_applier) {
         const double now = clock.now_s();
         for (const auto& [prefix, rate] : bpf_applier->take_train_rates())
-          paths.observe(prefix, rate, 0, now);
+          paths.observe_train(prefix, rate, now);
       }
     }
     if (cfg.sample_tcp_info && clock.now_s() >= next_sample_s) {

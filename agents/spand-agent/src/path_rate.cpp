@@ -9,9 +9,20 @@ void PathRates::observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uin
   if (rate_bytes_per_s == 0 && min_rtt_us == 0) return;
   const int64_t idx = index_of(now_s);
   Bucket& b = paths_[key_prefix][static_cast<size_t>(idx % kBuckets)];
-  if (b.index != idx) b = Bucket{idx, 0, 0, 0};
+  if (b.index != idx) b = Bucket{idx, 0, 0, 0, {}};
   b.rate = std::max(b.rate, rate_bytes_per_s);
   if (min_rtt_us && (b.min_rtt_us == 0 || min_rtt_us < b.min_rtt_us)) b.min_rtt_us = min_rtt_us;
+  ++b.samples;
+}
+
+void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_s,
+                              double now_s) {
+  if (rate_bytes_per_s == 0) return;
+  const int64_t idx = index_of(now_s);
+  Bucket& b = paths_[key_prefix][static_cast<size_t>(idx % kBuckets)];
+  if (b.index != idx) b = Bucket{idx, 0, 0, 0, {}};
+  if (b.trains.size() == kMaxTrains) b.trains.erase(b.trains.begin());
+  b.trains.push_back(rate_bytes_per_s);
   ++b.samples;
 }
 
@@ -28,14 +39,22 @@ std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) c
   if (it == paths_.end()) return std::nullopt;
   const int64_t idx = index_of(now_s);
   PathInfo info;
+  std::vector<uint64_t> trains;
   for (const Bucket& b : it->second) {
     if (b.index < 0 || idx - b.index >= kBuckets) continue;  // outside the window
     info.rate_bytes_per_s = std::max(info.rate_bytes_per_s, b.rate);
+    trains.insert(trains.end(), b.trains.begin(), b.trains.end());
     if (b.min_rtt_us && (info.min_rtt_us == 0 || b.min_rtt_us < info.min_rtt_us))
       info.min_rtt_us = b.min_rtt_us;
     info.samples += b.samples;
   }
   if (info.samples == 0) return std::nullopt;
+  if (!trains.empty()) {
+    // The lower median of the trains; the larger of it and the delivery rates' max.
+    auto mid = trains.begin() + static_cast<std::ptrdiff_t>((trains.size() - 1) / 2);
+    std::nth_element(trains.begin(), mid, trains.end());
+    info.rate_bytes_per_s = std::max(info.rate_bytes_per_s, *mid);
+  }
   if (auto s = senders_.find(key_prefix); s != senders_.end()) {
     const auto sidx = static_cast<int64_t>(now_s / share_bucket_s_);
     std::array<uint64_t, kMaxSenders + 1> dumps{};

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <vector>
 
 #include "prefix.hpp"
 
@@ -34,6 +35,10 @@ class PathRates {
 
   void observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uint32_t min_rtt_us,
                double now_s);
+  // One first-flight ACK train's rate. Trains are kept apart and their median is used, not the
+  // max: ACKs that arrive in a clump (a receiver or a middlebox holding them, a stalled delay
+  // line) make a train read many times the bottleneck, where a delivery rate only reads low.
+  void observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_s, double now_s);
   // One dump saw `senders` (> 0) of this host's connections starting toward the prefix.
   void observe_senders(const Prefix& key_prefix, uint32_t senders, double now_s);
   std::optional<PathInfo> get(const Prefix& key_prefix, double now_s) const;
@@ -48,7 +53,9 @@ class PathRates {
     uint64_t rate = 0;
     uint32_t min_rtt_us = 0;
     uint32_t samples = 0;
+    std::vector<uint64_t> trains;  // at most kMaxTrains per bucket (the latest)
   };
+  static constexpr size_t kMaxTrains = 32;
   int64_t index_of(double now_s) const { return static_cast<int64_t>(now_s / bucket_s_); }
   static constexpr uint32_t kMaxSenders = 64;  // counts above it are counted as 64
   struct SenderBucket {

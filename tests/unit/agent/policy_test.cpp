@@ -269,5 +269,28 @@ TEST(PathRates, WindowedMaxRateAndMinRtt) {
   EXPECT_EQ(r.prefixes(), 0u);
 }
 
+TEST(PathRates, AckTrainsCountByTheirMedianNotTheirMax) {
+  // Scenario 3 of the lab (45 Mbit/s = 5.6 MB/s): most trains read the bottleneck, one whose
+  // ACKs came in a clump read 453 MB/s. The max would pace at 80 times the bottleneck.
+  PathRates r(60);
+  const Prefix p = P("198.51.100.0/24");
+  for (uint64_t rate : {5'500'000u, 5'600'000u, 453'000'000u, 5'400'000u, 5'700'000u})
+    r.observe_train(p, rate, 1);
+  auto i = r.get(p, 2);
+  ASSERT_TRUE(i.has_value());
+  EXPECT_EQ(i->rate_bytes_per_s, 5'600'000u);  // 5.4 5.5 [5.6] 5.7 453
+  EXPECT_EQ(i->samples, 5u);
+  // A delivery rate above the trains' median still counts (it only reads low).
+  r.observe(p, 6'000'000, 400'000, 3);
+  EXPECT_EQ(r.get(p, 4)->rate_bytes_per_s, 6'000'000u);
+  // Two trains: the lower one.
+  PathRates two(60);
+  two.observe_train(p, 900, 1);
+  two.observe_train(p, 100, 1);
+  EXPECT_EQ(two.get(p, 2)->rate_bytes_per_s, 100u);
+  // Trains leave the window with their bucket.
+  EXPECT_FALSE(two.get(p, 75).has_value());
+}
+
 }  // namespace
 }  // namespace spand::agent::test
