@@ -45,7 +45,7 @@ struct PolicyConfig {
   // Read delivery rate and min RTT from TCP_INFO of this host's connections (PathRates).
   bool path_rate = true;
   uint32_t path_rate_interval_ms = 20;
-  double path_rate_window_s = 300;
+  double path_rate_window_s = 30;  // the max rate must let go of a path that changed
   double share_window_s =
       10;  // kRounds: how long the host's concurrency toward a prefix is remembered
 };
