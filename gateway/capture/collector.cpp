@@ -1,5 +1,8 @@
 #include "capture/collector.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -124,9 +127,8 @@ bool open_out(const std::string& path, FILE*& f, std::string& error) {
     error = "cannot write '" + path + "': " + std::strerror(errno);
     return false;
   }
-  // JSON Lines: each record reaches the file whole, so a reader following it while the gateway
-  // runs (tail -f, a log shipper) never sees a cut line.
-  std::setvbuf(f, nullptr, _IOLBF, 1 << 16);
+  // Records do not go through this stream's buffer (Collector::write_out() writes whole lines
+  // with write()); what else goes to stdout is flushed before them.
   return true;
 }
 
@@ -231,12 +233,32 @@ Collector::Collector(const OutputOptions& opts) : opts_(opts) {}
 
 Collector::~Collector() {
   // flush() has reported write errors; fclose of a file already flushed cannot lose data.
-  if (flows_ && flows_ != stdout) std::fclose(flows_);
-  if (samples_ && samples_ != stdout) std::fclose(samples_);
+  for (Sink& s : sinks_) {
+    if (s.file && s.file != stdout) std::fclose(s.file);
+  }
 }
 
 bool Collector::open(std::string& error) {
-  return open_out(opts_.flows_path, flows_, error) && open_out(opts_.samples_path, samples_, error);
+  if (!opts_.flows_path.empty()) {
+    if (!open_out(opts_.flows_path, sinks_[0].file, error)) return false;
+    flows_out_ = &sinks_[0];
+  }
+  if (!opts_.samples_path.empty()) {
+    if (opts_.samples_path == opts_.flows_path) {
+      samples_out_ = flows_out_;  // both on stdout: one buffer keeps the records' order
+    } else {
+      if (!open_out(opts_.samples_path, sinks_[1].file, error)) return false;
+      samples_out_ = &sinks_[1];
+    }
+  }
+  for (Sink& s : sinks_) {
+    if (!s.file) continue;
+    s.buf = std::make_unique<char[]>(kBufferBytes);
+    struct stat st {};
+    s.regular = fstat(fileno(s.file), &st) == 0 && S_ISREG(st.st_mode);
+  }
+  last_write_ = std::chrono::steady_clock::now();
+  return true;
 }
 
 void Collector::drain(Worker& w) {
@@ -244,10 +266,11 @@ void Collector::drain(Worker& w) {
   while (w.samples().pop(s)) {
     if (s.kind != SampleKind::kNewConnection) {
       if (is_aggregated(s.kind)) prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
-      if (samples_) {
+      if (samples_out_) {
         line_.clear();
         sample_json(line_, s, opts_.prefix);
-        if (!samples_failed_ && write_line(samples_, line_, samples_failed_, opts_.samples_path)) {
+        if (!samples_failed_ &&
+            write_line(*samples_out_, line_, samples_failed_, opts_.samples_path)) {
           ++samples_written_;
         } else {
           ++samples_lost_;
@@ -258,14 +281,21 @@ void Collector::drain(Worker& w) {
   }
   FlowRecord r;
   while (w.flows().pop(r)) {
-    if (!flows_) continue;
+    if (!flows_out_) continue;
     line_.clear();
     flow_json(line_, r);
-    if (!flows_failed_ && write_line(flows_, line_, flows_failed_, opts_.flows_path)) {
+    if (!flows_failed_ && write_line(*flows_out_, line_, flows_failed_, opts_.flows_path)) {
       ++flows_written_;
     } else {
       ++flows_lost_;
     }
+  }
+  // A reader following a file sees records within kFlushInterval while packets arrive (one
+  // system call per interval, not per line as line buffering made it); a pipe's reader at once.
+  if (sinks_[0].used + sinks_[1].used != 0) {
+    const bool due = flush_each_drain_ || !(sinks_[0].regular && sinks_[1].regular) ||
+                     std::chrono::steady_clock::now() - last_write_ >= kFlushInterval;
+    if (due) flush();
   }
   if (tick_hook_) {
     if (std::find(seen_workers_.begin(), seen_workers_.end(), &w) == seen_workers_.end()) {
@@ -276,30 +306,56 @@ void Collector::drain(Worker& w) {
   }
 }
 
-bool Collector::write_line(FILE* f, JsonLine& line, bool& failed, const std::string& path) {
-  // Buffered: an error shows up here when the buffer is written out (or at flush()); the
-  // records in a buffer that failed are counted as written, the loss is still reported. Only
-  // this thread writes the outputs: no stdio lock per line.
+bool Collector::write_line(Sink& s, JsonLine& line, bool& failed, const std::string& path) {
+  // Buffered: an error shows up when the buffer is written out; the records in a buffer that
+  // failed are counted as written, the loss is still reported. Only this thread writes.
   line.lit("\n");
   const std::string_view text = line.view();
-  if (fwrite_unlocked(text.data(), 1, text.size(), f) == text.size()) return true;
-  failed = true;
-  std::fprintf(stderr, "spand-gateway: writing '%s': %s; no more records go there\n", path.c_str(),
-               std::strerror(errno));
-  return false;
+  if (s.used + text.size() > kBufferBytes && !write_out(s, failed, path)) return false;
+  if (text.size() > kBufferBytes) {  // never for a record (about 1.5 KB at most): write it alone
+    const ssize_t n = ::write(fileno(s.file), text.data(), text.size());
+    if (n == ssize_t(text.size())) return true;
+    failed = true;
+    std::fprintf(stderr, "spand-gateway: writing '%s': %s; no more records go there\n",
+                 path.c_str(), std::strerror(n < 0 ? errno : EIO));
+    return false;
+  }
+  std::memcpy(s.buf.get() + s.used, text.data(), text.size());
+  s.used += text.size();
+  return true;
+}
+
+bool Collector::write_out(Sink& s, bool& failed, const std::string& path) {
+  // Text written to the same stream through stdio (stdout: the prefix summary) goes first.
+  if (std::fflush(s.file) != 0 || std::ferror(s.file)) {
+    failed = true;
+    std::fprintf(stderr, "spand-gateway: writing '%s': %s; no more records go there\n",
+                 path.c_str(), std::strerror(errno ? errno : EIO));
+    return false;
+  }
+  // One write() per buffer; the buffer ends at a line's end, so every write() does.
+  size_t done = 0;
+  while (done < s.used) {
+    const ssize_t n = ::write(fileno(s.file), s.buf.get() + done, s.used - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      failed = true;
+      std::fprintf(stderr, "spand-gateway: writing '%s': %s; no more records go there\n",
+                   path.c_str(), std::strerror(n < 0 ? errno : EIO));
+      s.used = 0;
+      return false;
+    }
+    done += size_t(n);
+  }
+  s.used = 0;
+  return true;
 }
 
 void Collector::flush() {
-  auto flush_one = [](FILE* f, bool& failed, const std::string& path) {
-    if (!f || failed) return;
-    if (std::fflush(f) != 0 || std::ferror(f)) {
-      failed = true;
-      std::fprintf(stderr, "spand-gateway: writing '%s': %s\n", path.c_str(),
-                   std::strerror(errno ? errno : EIO));
-    }
-  };
-  flush_one(flows_, flows_failed_, opts_.flows_path);
-  flush_one(samples_, samples_failed_, opts_.samples_path);
+  last_write_ = std::chrono::steady_clock::now();
+  if (flows_out_ && !flows_failed_) write_out(*flows_out_, flows_failed_, opts_.flows_path);
+  if (samples_out_ && !samples_failed_)
+    write_out(*samples_out_, samples_failed_, opts_.samples_path);
 }
 
 }  // namespace spand

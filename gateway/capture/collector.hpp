@@ -2,8 +2,10 @@
 // (JSON Lines), aggregates samples per client prefix, and prints the exit summary.
 #pragma once
 
+#include <chrono>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,9 +39,18 @@ class Collector {
   // Opens the output files; false with a message when a path cannot be written.
   bool open(std::string& error);
 
-  // Pops everything the worker's rings hold. Called from the control thread only.
+  // Pops everything the worker's rings hold. Called from the control thread only. Records are
+  // buffered and reach the outputs in whole lines (every write() ends at a line's end, so a
+  // reader following an output never sees a cut line): a regular file when its buffer is full,
+  // at the first drain kFlushInterval after the last write, or at flush(); a pipe, a FIFO or a
+  // terminal (a reader downstream) at the end of every drain that wrote to it.
   void drain(Worker& w);
   void flush();
+  // A source whose input may block (a FIFO or stdin under --pcap) asks for every drain's records
+  // to reach the outputs at once: while it waits for input no timer runs.
+  void set_flush_each_drain(bool on) { flush_each_drain_ = on; }
+  static constexpr std::chrono::milliseconds kFlushInterval{100};
+  static constexpr size_t kBufferBytes = 1 << 20;
   void set_elapsed(double seconds) { elapsed_s_ = seconds; }
   // Extra consumer of every sample (the Redis writer hooks in here). Optional.
   void set_sample_hook(std::function<void(const Sample&)> hook) { hook_ = std::move(hook); }
@@ -71,8 +82,22 @@ class Collector {
 
  private:
   OutputOptions opts_;
-  FILE* flows_ = nullptr;
-  FILE* samples_ = nullptr;
+  // One output: its stream (for opening, closing and stdout's order with other text) and the
+  // buffer of whole lines not yet handed to the kernel.
+  struct Sink {
+    FILE* file = nullptr;
+    std::unique_ptr<char[]> buf;
+    size_t used = 0;
+    bool regular = true;  // a regular file: buffered up to kBufferBytes or kFlushInterval
+  };
+  bool flush_each_drain_ = false;
+  Sink sinks_[2];
+  Sink* flows_out_ = nullptr;    // null: no --flows-out
+  Sink* samples_out_ = nullptr;  // the same sink as flows_out_ when both go to '-'
+  std::chrono::steady_clock::time_point last_write_{};
+  // Hands the buffered lines to the kernel, write() until all are written; false on an error
+  // (reported on stderr once, the output marked failed).
+  bool write_out(Sink& s, bool& failed, const std::string& path);
   uint64_t flows_written_ = 0;
   uint64_t samples_written_ = 0;
   uint64_t flows_lost_ = 0;
@@ -80,7 +105,7 @@ class Collector {
   bool flows_failed_ = false;
   bool samples_failed_ = false;
   // Writes one line; false once the output has failed (reported on stderr once).
-  bool write_line(FILE* f, JsonLine& line, bool& failed, const std::string& path);
+  bool write_line(Sink& s, JsonLine& line, bool& failed, const std::string& path);
   JsonLine line_;  // the record being written, reused
   std::unordered_map<Prefix, Accumulator, PrefixHash> prefixes_;
   std::function<void(const Sample&)> hook_;

@@ -1,6 +1,7 @@
 // Capture files through libpcap (pcap and pcapng), no EAL. The worker runs on this thread and
 // the Collector drains it every few hundred packets.
 #include <pcap/pcap.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <chrono>
@@ -240,6 +241,11 @@ SourceStatus read_pcap(pcap_t* pc, const std::string& path, const SourceOptions&
     return SourceStatus::kBadInput;
   }
 
+  // Input that may block (a FIFO, stdin from a pipe): records written meanwhile must not wait in
+  // a buffer for the next drain's timer.
+  struct stat st {};
+  FILE* in = pcap_file(pc);
+  out.set_flush_each_drain(in == nullptr || fstat(fileno(in), &st) != 0 || !S_ISREG(st.st_mode));
   Worker worker(opts.worker);
   // SIGINT/SIGTERM during a replay: stop reading, close every open connection (end_of_capture),
   // write the records, print the summary. Records are written whole on this thread, so a signal

@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "dataplane/flow.hpp"
+#include "dataplane/prefetch.hpp"
 #include "dataplane/state_pool.hpp"
 #include "dataplane/table_memory.hpp"
 
@@ -62,7 +63,7 @@ class FlowTable {
   }
 
   // Starts loading the home slot of `hash` into the cache.
-  void prefetch(uint32_t hash) const { __builtin_prefetch(&table_[home(tag_of(hash))]); }
+  void prefetch(uint32_t hash) const { prefetch_line(&table_[home(tag_of(hash))]); }
   // Once the slot is in (prefetch() some packets earlier): starts loading the lines of the flow
   // whose tag matches, if any.
   void prefetch_flow(uint32_t hash) const {
@@ -73,7 +74,7 @@ class FlowTable {
       if (s.tag == kEmpty) return;
       if (s.tag == tag) {
         const char* line = reinterpret_cast<const char*>(&pool_.at(s.flow));
-        for (size_t off = 0; off < sizeof(Flow); off += 64) __builtin_prefetch(line + off);
+        for (size_t off = 0; off < sizeof(Flow); off += 64) prefetch_line(line + off);
         return;
       }
     }
@@ -115,7 +116,7 @@ class FlowTable {
       // (key, phase, last_ns) of the flow in the slot half as far ahead (its slot is in by now).
       uint32_t ahead = i + kSweepAhead;
       if (ahead >= slots_) ahead %= slots_;
-      __builtin_prefetch(&table_[ahead]);
+      prefetch_line(&table_[ahead]);
       uint32_t half = i + kSweepAhead / 2;
       if (half >= slots_) half %= slots_;
       if (table_[half].tag != kEmpty) pool_.prefetch(table_[half].flow);

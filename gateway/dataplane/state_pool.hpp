@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "dataplane/prefetch.hpp"
 #include "dataplane/table_memory.hpp"
 
 namespace spand {
@@ -47,7 +48,7 @@ class StatePool {
   T& at(uint32_t index) { return states_[index - 1]; }
   const T& at(uint32_t index) const { return states_[index - 1]; }
   uint32_t index_of(const T& state) const { return uint32_t(&state - states_.get()) + 1; }
-  void prefetch(uint32_t index) const { __builtin_prefetch(&states_[index - 1]); }
+  void prefetch(uint32_t index) const { prefetch_line(&states_[index - 1]); }
 
   uint32_t capacity() const { return capacity_; }
   uint32_t in_use() const { return fresh_ - free_count_; }

@@ -12,6 +12,8 @@ namespace {
 // Slots examined for timeouts per packet: a table of N slots is swept every N packets. Each
 // occupied slot costs a cache miss, so this stays small.
 constexpr uint32_t kSweepBudget = 1;
+// Flows prefetched ahead of the packet tracked: 8 measured best (4: +3 %, 16: +3 %, 32: +9 %).
+constexpr uint32_t kFlowAhead = 8;
 }  // namespace
 
 void WorkerCounters::add(const WorkerCounters& o) {
@@ -144,9 +146,12 @@ void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, ui
 }
 
 void Worker::flush_staged() {
-  // The staged packets' slots were prefetched as they were staged: now the flows they point to.
-  for (uint32_t i = 0; i < staged_count_; ++i) table_->prefetch_flow(staged_[i].hash);
-  for (uint32_t i = 0; i < staged_count_; ++i) {
+  // The staged packets' slots were prefetched as they were staged: now the flows they point to,
+  // kFlowAhead packets ahead of the one tracked.
+  const uint32_t n = staged_count_;
+  for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) table_->prefetch_flow(staged_[i].hash);
+  for (uint32_t i = 0; i < n; ++i) {
+    if (i + kFlowAhead < n) table_->prefetch_flow(staged_[i + kFlowAhead].hash);
     const Staged& st = staged_[i];
     track(st.pkt, st.key, st.hash, st.src_is_lo);
   }
@@ -174,10 +179,12 @@ void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
       table_->prefetch(p.hash);
     }
   }
-  for (uint32_t i = 0; i < n; ++i) {
+  auto prefetch_flow = [&](uint32_t i) {
     if (frames[i].drop == Drop::kNone) table_->prefetch_flow(frames[i].hash);
-  }
+  };
+  for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) prefetch_flow(i);
   for (uint32_t i = 0; i < n; ++i) {
+    if (i + kFlowAhead < n) prefetch_flow(i + kFlowAhead);
     const Prepared& p = frames[i];
     if (p.drop == Drop::kNone) track(p.pkt, p.key, p.hash, p.src_is_lo);
   }
