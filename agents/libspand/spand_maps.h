@@ -18,15 +18,17 @@ typedef uint32_t spand_u32;
 typedef uint64_t spand_u64;
 #endif
 
-/* Pin paths under bpffs: spand_tune opens the tune map by this name, a restarted agent finds
- * the previous instance's link and maps by these names. */
+/* Pins under bpffs: spand_tune opens the tune map by its name, a restarted agent finds the
+ * previous instance's link and maps by these names. The directory is the agent's pin_dir
+ * (--pin-dir; one agent per directory, which it holds an flock on while it runs), by default
+ * SPAND_PIN_DIR; spand_tune reads it from the environment variable SPAND_PIN_DIR_ENV. */
 #define SPAND_PIN_DIR "/sys/fs/bpf/spand"
-#define SPAND_PIN_LINK SPAND_PIN_DIR "/sockops_link"
-#define SPAND_PIN_PREFIX_MAP SPAND_PIN_DIR "/prefix_policy"
-#define SPAND_PIN_TUNE_MAP SPAND_PIN_DIR "/sock_tune"
-#define SPAND_PIN_STATS_MAP SPAND_PIN_DIR "/stats"
-#define SPAND_PIN_TUNE_PORTS_MAP SPAND_PIN_DIR "/tune_ports"
-#define SPAND_PIN_ACTIVE_MAP SPAND_PIN_DIR "/prefix_active"
+#define SPAND_PIN_DIR_ENV "SPAND_AGENT_PIN_DIR"
+#define SPAND_PIN_NAME_LINK "sockops_link"
+#define SPAND_PIN_NAME_PREFIX_MAP "prefix_policy"
+#define SPAND_PIN_NAME_TUNE_MAP "sock_tune"
+#define SPAND_PIN_NAME_STATS_MAP "stats"
+#define SPAND_PIN_NAME_TUNE_PORTS_MAP "tune_ports"
 
 /* LPM key: the local port is the leading 16 bits so that one trie holds per-port policies
  * (cwnd_opt depends on the port's typical response size); port 0 is the fallback for any
@@ -80,6 +82,10 @@ struct spand_policy {
   /* With SPAND_POLICY_SHARE: the least a shared window gets (the kernel's initial window). */
   spand_u32 min_cwnd_segments;
   spand_u32 reserved;
+  /* CLOCK_MONOTONIC time (bpf_ktime_get_ns) from which the program ignores the policy, so
+   * that an agent that died without removing it (SIGKILL) stops applying its estimates when
+   * they would have become too old (policy.max_age_s); 0 = no deadline. */
+  spand_u64 expires_ns;
 };
 
 /* prefix_active's key: the client address masked to the agent's prefix length. */
@@ -124,6 +130,7 @@ enum spand_stat {
   SPAND_STAT_TRAIN_TIMED,    /* first flights whose ACK train is being timed */
   SPAND_STAT_TRAIN_RATED,    /* ... that gave a rate reading (prefix_rate) */
   SPAND_STAT_SHARED,         /* first windows shared with others in flight (prefix_active) */
+  SPAND_STAT_EXPIRED,        /* a policy or spand_tune request found past its expires_ns */
   SPAND_STAT_COUNT
 };
 

@@ -9,7 +9,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <ctime>
+#include <string>
 
 #include "spand.h"
 #include "spand_maps.h"
@@ -38,6 +41,14 @@ void mapped_addr(const sockaddr_storage& peer, uint8_t out[16]) {
   }
 }
 
+// A pinned object of the agent: its pin directory is SPAND_PIN_DIR unless the environment
+// names another (the agent's --pin-dir).
+int open_pin(const char* name) {
+  const char* dir = std::getenv(SPAND_PIN_DIR_ENV);
+  const std::string path = std::string(dir && *dir ? dir : SPAND_PIN_DIR) + "/" + name;
+  return bpf_obj_get(path.c_str());
+}
+
 }  // namespace
 
 extern "C" int spand_tune(int fd, uint64_t transfer_bytes, uint32_t* cwnd_out) {
@@ -56,7 +67,7 @@ extern "C" int spand_tune(int fd, uint64_t transfer_bytes, uint32_t* cwnd_out) {
   uint16_t local_port = 0;
   if (!peer_and_port(fd, peer, local_port)) return -errno;
 
-  int ports_fd = bpf_obj_get(SPAND_PIN_TUNE_PORTS_MAP);
+  int ports_fd = open_pin(SPAND_PIN_NAME_TUNE_PORTS_MAP);
   if (ports_fd < 0) return errno == ENOENT ? SPAND_TUNE_NO_AGENT : -errno;
   uint8_t enabled = 0;
   int port_rc = bpf_map_lookup_elem(ports_fd, &local_port, &enabled);
@@ -64,9 +75,9 @@ extern "C" int spand_tune(int fd, uint64_t transfer_bytes, uint32_t* cwnd_out) {
   // The program only watches tune ports for the first data: elsewhere the request would idle.
   if (port_rc != 0) return SPAND_TUNE_PORT_OFF;
 
-  int prefix_fd = bpf_obj_get(SPAND_PIN_PREFIX_MAP);
+  int prefix_fd = open_pin(SPAND_PIN_NAME_PREFIX_MAP);
   if (prefix_fd < 0) return errno == ENOENT ? SPAND_TUNE_NO_AGENT : -errno;
-  int tune_fd = bpf_obj_get(SPAND_PIN_TUNE_MAP);
+  int tune_fd = open_pin(SPAND_PIN_NAME_TUNE_MAP);
   if (tune_fd < 0) {
     int err = errno;
     close(prefix_fd);
@@ -84,7 +95,11 @@ extern "C" int spand_tune(int fd, uint64_t transfer_bytes, uint32_t* cwnd_out) {
     rc = bpf_map_lookup_elem(prefix_fd, &key, &pol);
   }
   int result = 0;
-  if (rc != 0) {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const uint64_t now_ns = uint64_t(now.tv_sec) * 1000000000u + uint64_t(now.tv_nsec);
+  if (rc != 0 || (pol.expires_ns != 0 && now_ns >= pol.expires_ns)) {
+    // No policy, or one its agent let expire (the program ignores it too).
     result = SPAND_TUNE_NO_ESTIMATE;
   } else {
     spand_cwnd_result r{};

@@ -62,6 +62,8 @@ void Accumulator::add(const Sample& s) {
     ++rtt_count;
     rtt_sum_us += s.value;
     rtt_min_us = std::min(rtt_min_us, s.value);
+    ++rtt_hist[rtt_bin(s.value)];
+    ++rtt_hist_count;
   } else {
     return;
   }
@@ -77,6 +79,42 @@ void Accumulator::merge(const Accumulator& o) {
   rtt_min_us = std::min(rtt_min_us, o.rtt_min_us);
   newest_ts_ns = std::max(newest_ts_ns, o.newest_ts_ns);
   wc_clients |= o.wc_clients;
+  for (uint32_t i = 0; i < kRttBins; ++i) rtt_hist[i] += o.rtt_hist[i];
+  rtt_hist_count += o.rtt_hist_count;
+}
+
+uint32_t rtt_bin(uint32_t rtt_us) {
+  if (rtt_us < kRttBinFloorUs) return 0;
+  const uint32_t e = 31 - uint32_t(__builtin_clz(rtt_us));  // >= 4
+  const uint32_t q = (rtt_us >> (e - 2)) & 3;
+  return std::min(kRttBins - 1, 1 + 4 * (e - 4) + q);
+}
+
+uint32_t rtt_bin_low_us(uint32_t bin) {
+  if (bin == 0) return 0;
+  const uint32_t e = 4 + (bin - 1) / 4, q = (bin - 1) % 4;
+  return (4 + q) << (e - 2);
+}
+
+double Accumulator::rtt_median_us() const {
+  if (rtt_count == 0 || rtt_hist_count != rtt_count) return 0.0;
+  // The middle sample's rank (the mean of the two middle ranks for an even count), placed
+  // linearly within its bin; the last bin has no upper edge, its width is taken as the one
+  // before it (x 1.25).
+  const double target = double(rtt_hist_count) / 2.0;
+  double below = 0;
+  for (uint32_t b = 0; b < kRttBins; ++b) {
+    const double n = rtt_hist[b];
+    if (n == 0 || below + n < target) {
+      below += n;
+      continue;
+    }
+    const double lo = rtt_bin_low_us(b);
+    const double hi = b + 1 < kRttBins ? rtt_bin_low_us(b + 1) : lo * 1.25;
+    const double m = lo + (hi - lo) * (target - below) / n;
+    return std::max(m, rtt_min_us == UINT32_MAX ? 0.0 : double(rtt_min_us));
+  }
+  return 0.0;
 }
 
 double Accumulator::wc_stddev() const {

@@ -2,6 +2,7 @@
 // accumulator shared by --prefix-summary and the Redis writer.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,17 @@ struct PrefixHash {
 
 // Sums from which count, mean and standard deviation follow; adding two accumulators gives the
 // accumulator of the union, which is what lets several gateways write into the same bucket.
+// RTT histogram bins on a log scale, four per octave (edges 1, 1.25, 1.5, 1.75 times a power of
+// two): bin 0 holds RTTs under 16 us, bin 1 + 4 (e - 4) + q the RTTs whose highest set bit is e
+// and the next two bits q, up to the last bin (2^25 us = 33.6 s and above, the 60 s sample bound
+// included). A sample's bin is within 25 % of it, so the window's median is too (within 16 us
+// when it is under 16 us).
+inline constexpr uint32_t kRttBins = 1 + 4 * (25 - 4) + 4;  // 89
+inline constexpr uint32_t kRttBinFloorUs = 16;
+uint32_t rtt_bin(uint32_t rtt_us);
+// The lowest RTT of a bin (0 for bin 0), in microseconds.
+uint32_t rtt_bin_low_us(uint32_t bin);
+
 struct Accumulator {
   uint64_t wc_count = 0;
   double wc_sum = 0;
@@ -57,12 +69,20 @@ struct Accumulator {
   // OR-ed across buckets; its popcount is a lower bound on the distinct clients (two clients
   // may share a bit, never one client two). Gates USE_ESTIMATE (min_clients).
   uint32_t wc_clients = 0;
+  // RTT samples per rtt_bin, for a median that one forged or outlying sample cannot move (the
+  // mean and the minimum above can). rtt_hist_count < rtt_count when some buckets were written
+  // without a histogram (before 2026-11-24): then there is no median.
+  std::array<uint32_t, kRttBins> rtt_hist{};
+  uint64_t rtt_hist_count = 0;
 
   void add(const Sample& s);
   void merge(const Accumulator& o);
   double wc_mean() const { return wc_count ? wc_sum / double(wc_count) : 0.0; }
   double wc_stddev() const;
   double rtt_mean_us() const { return rtt_count ? rtt_sum_us / double(rtt_count) : 0.0; }
+  // The median RTT from rtt_hist (linear within the median's bin, never below rtt_min_us); 0 when
+  // there are no RTT samples or not all of them have a bin.
+  double rtt_median_us() const;
   uint32_t distinct_wc_clients() const { return uint32_t(__builtin_popcount(wc_clients)); }
 };
 

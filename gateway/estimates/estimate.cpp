@@ -24,7 +24,10 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
           std::sqrt(std::max(0.0, (acc.wc_sumsq - acc.wc_sum * acc.wc_sum / n) / (n - 1)));
   }
   if (acc.rtt_count > 0) {
-    e.rtt_ms = acc.rtt_sum_us / double(acc.rtt_count) / 1000.0;
+    e.rtt_mean_ms = acc.rtt_sum_us / double(acc.rtt_count) / 1000.0;
+    const double median_us = acc.rtt_median_us();
+    e.rtt_is_median = median_us > 0;
+    e.rtt_ms = e.rtt_is_median ? median_us / 1000.0 : e.rtt_mean_ms;
     e.min_rtt_ms = acc.rtt_min_us == UINT32_MAX ? 0.0 : double(acc.rtt_min_us) / 1000.0;
   }
   e.outlier = max_wc_cv > 0 && acc.wc_count > 1 && e.wc_stddev > max_wc_cv * e.wc_segments;

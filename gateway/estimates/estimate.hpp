@@ -34,9 +34,14 @@ struct DecayOptions {
 struct Estimate {
   uint64_t samples = 0;  // W_c samples in the window
   uint64_t rtt_samples = 0;
-  double wc_segments = 0;   // mean W_c (after decay, if on)
-  double wc_stddev = 0;     // sample standard deviation of W_c (n - 1); 0 below 2 samples
-  double rtt_ms = 0;        // mean RTT
+  double wc_segments = 0;  // mean W_c (after decay, if on)
+  double wc_stddev = 0;    // sample standard deviation of W_c (n - 1); 0 below 2 samples
+  // The window's median RTT (Accumulator::rtt_median_us, within 25 %): one forged or outlying
+  // sample cannot move it as it moves the mean (ten 50 ms samples and one of 3 s: 53.6 ms
+  // against a mean of 318 ms). The mean when some bucket of the window has no histogram.
+  double rtt_ms = 0;
+  double rtt_mean_ms = 0;  // mean RTT
+  bool rtt_is_median = false;
   double min_rtt_ms = 0;    // 0 when there is no RTT sample
   double age_s = 0;         // now - newest sample (W_c or RTT); 0 when there is none
   double decay_factor = 1;  // 1 = no decay applied

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <array>
 #include <cfloat>
 #include <cstdint>
 #include <cstdio>
@@ -33,9 +34,51 @@ std::string top_scratch_key(std::string_view key_prefix) {
   return std::string(key_prefix) + ":{g}:top:scratch";
 }
 
+std::string format_rtt_hist(const Accumulator& acc) {
+  std::string out;
+  for (uint32_t b = 0; b < kRttBins; ++b) {
+    if (!acc.rtt_hist[b]) continue;
+    if (!out.empty()) out += ',';
+    out += std::to_string(b) + ':' + std::to_string(acc.rtt_hist[b]);
+  }
+  return out.empty() ? "0:0" : out;
+}
+
+bool add_rtt_hist(std::string_view text, Accumulator& acc) {
+  std::array<uint32_t, kRttBins> add{};
+  uint64_t total = 0;
+  size_t i = 0;
+  // Whole decimals only, each bin at most once, ascending; counts summed in 64 bits and each
+  // bin's new total within 32 bits.
+  auto number = [&](uint64_t limit, uint64_t& v) {
+    const size_t start = i;
+    v = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && i - start < 11)
+      v = v * 10 + uint64_t(text[i++] - '0');
+    return i > start && v <= limit;
+  };
+  int64_t last = -1;
+  while (true) {
+    uint64_t bin = 0, n = 0;
+    if (!number(kRttBins - 1, bin) || i >= text.size() || text[i++] != ':' ||
+        !number(UINT32_MAX, n) || int64_t(bin) <= last)
+      return false;
+    if (uint64_t(acc.rtt_hist[bin]) + n > UINT32_MAX) return false;
+    last = int64_t(bin);
+    add[bin] = uint32_t(n);
+    total += n;
+    if (i == text.size()) break;
+    if (text[i++] != ',') return false;
+  }
+  for (uint32_t b = 0; b < kRttBins; ++b) acc.rtt_hist[b] += add[b];
+  acc.rtt_hist_count += total;
+  return true;
+}
+
 bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, uint64_t* agent_n) {
-  // strtod/strtoull need a terminated string; a value is at most ~150 bytes.
-  char buf[256];
+  // strtod/strtoull need a terminated string; a value is at most ~1,300 bytes (89 histogram
+  // bins of "88:4294967295,").
+  char buf[2048];
   if (value.size() >= sizeof buf) return false;
   value.copy(buf, value.size());
   buf[value.size()] = 0;
@@ -63,6 +106,29 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
     if (i != 6 && !(v[i] >= 0 && v[i] <= kMaxField[i])) return false;
     cur = end;
   }
+  // After the nine: [wc_clients [rtt_hist]] created_s. created_s is always last; values written
+  // before the mask existed have only created_s, those before the histogram no rtt_hist (and
+  // the window then has no median: rtt_hist_count < rtt_count).
+  std::string_view rest[4];
+  size_t tokens = 0;
+  for (std::string_view r(cur); tokens < 4;) {
+    const size_t a = r.find_first_not_of(' ');
+    if (a == std::string_view::npos) break;
+    const size_t b = r.find(' ', a);
+    rest[tokens++] = r.substr(a, b == std::string_view::npos ? b : b - a);
+    if (b == std::string_view::npos) break;
+    r = r.substr(b);
+  }
+  Accumulator hist;
+  if (tokens >= 3 && !add_rtt_hist(rest[1], hist)) return false;
+  unsigned long long mask = 0;
+  if (tokens >= 2) {
+    char* end = nullptr;
+    const std::string text(rest[0]);
+    mask = std::strtoull(text.c_str(), &end, 10);
+    if (*end || text[0] == '-' || mask > UINT32_MAX) return false;
+  }
+  // Valid: only now into acc.
   acc.wc_count += uint64_t(v[0]);
   acc.wc_sum += v[1];
   acc.wc_sumsq += v[2];
@@ -71,18 +137,14 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
     acc.rtt_sum_us += v[4];
     acc.rtt_min_us = std::min(acc.rtt_min_us, uint32_t(v[5]));
   }
-  acc.newest_ts_ns = std::max(acc.newest_ts_ns, newest);
-  // Field 10 is the W_c clients mask when two more fields follow the nine (the last one is always
-  // created_s; values written before the mask existed have only created_s there).
-  {
-    char* end = nullptr;
-    const unsigned long long a = std::strtoull(cur, &end, 10);
-    if (end != cur) {
-      const char* after = end;
-      std::strtoull(after, &end, 10);
-      if (end != after) acc.wc_clients |= uint32_t(a);
-    }
+  acc.wc_clients |= uint32_t(mask);
+  if (tokens >= 3) {
+    for (uint32_t b = 0; b < kRttBins; ++b)  // saturating: a window of 2^32 samples in one bin
+      acc.rtt_hist[b] =
+          uint32_t(std::min<uint64_t>(UINT32_MAX, uint64_t(acc.rtt_hist[b]) + hist.rtt_hist[b]));
+    acc.rtt_hist_count += hist.rtt_hist_count;
   }
+  acc.newest_ts_ns = std::max(acc.newest_ts_ns, newest);
   if (gw_n) *gw_n += uint64_t(v[7]);
   if (agent_n) *agent_n += uint64_t(v[8]);
   return true;
@@ -153,7 +215,7 @@ constexpr const char* kLuaGreater =
 
 // KEYS[1] window key. ARGV: writer id, seq, bucket_start_s, wc_n, wc_sum, wc_sumsq, rtt_n,
 // rtt_sum_us, rtt_min_us, newest_ts_ns, origin ('gw' or 'agent'), origin samples, ttl_s,
-// W_c clients mask (OR-ed into the bucket's).
+// W_c clients mask (OR-ed into the bucket's), RTT histogram (format_rtt_hist; added bin by bin).
 // Returns 1 if applied, 0 if this writer already applied an update with this or a later seq to
 // the bucket (a retry after a lost reply): retries are exactly-once. One HMGET and one HSET; the
 // sums are added in Lua (sample values are integers, and integer sums below 2^53 are exact in
@@ -163,7 +225,8 @@ constexpr const char* kLuaGreater =
 // (HGETALL of about 2 * buckets-per-window fields, once per prefix per bucket). Which buckets
 // count is still decided by capture time, by the reader. EXPIRE ttl_s on each write.
 const RedisScript& write_bucket_script() {
-  static const RedisScript s = make(R"lua(
+  static const RedisScript s = make("local last_bin = " + std::to_string(kRttBins - 1) + "\n" +
+                                    R"lua(
 local k = KEYS[1]
 local b = ARGV[3]
 local wf = 'w:' .. ARGV[1] .. ':' .. b
@@ -173,6 +236,7 @@ local ttl = tonumber(ARGV[13])
 local f = {0, 0, 0, 0, 0, 0, '0', 0, 0}
 local created = nil
 local mask = 0
+local hist = {}
 local now = nil
 if v[2] then
   local i = 1
@@ -180,12 +244,26 @@ if v[2] then
   -- created_s is always the last field; the W_c clients mask (field 10) exists since 2026-11-23
   created = f[i - 1]
   if i - 1 >= 11 then mask = tonumber(f[10]) end
+  -- the RTT histogram (field 11) exists since 2026-11-24
+  if i - 1 >= 12 then
+    for x, n in string.gmatch(f[11], '(%d+):(%d+)') do hist[tonumber(x)] = tonumber(n) end
+  end
 else
   now = tonumber(redis.call('TIME')[1])
   created = now
 end
 mask = bit.bor(mask, tonumber(ARGV[14]))
 if mask < 0 then mask = mask + 4294967296 end
+for x, n in string.gmatch(ARGV[15], '(%d+):(%d+)') do
+  x = tonumber(x)
+  hist[x] = (hist[x] or 0) + tonumber(n)
+end
+local parts = {}
+for x = 0, last_bin do
+  if hist[x] and hist[x] > 0 then parts[#parts + 1] = x .. ':' .. string.format('%d', hist[x]) end
+end
+local h = '0:0'
+if #parts > 0 then h = table.concat(parts, ',') end
 local function g(x) return string.format('%.17g', x) end
 local wc_n = tonumber(f[1]) + ARGV[4]
 local wc_sum = tonumber(f[2]) + ARGV[5]
@@ -202,7 +280,7 @@ local gw_n, agent_n = tonumber(f[8]), tonumber(f[9])
 if ARGV[11] == 'agent' then agent_n = agent_n + ARGV[12] else gw_n = gw_n + ARGV[12] end
 redis.call('HSET', k, wf, ARGV[2], b, g(wc_n) .. ' ' .. g(wc_sum) .. ' ' .. g(wc_sumsq) .. ' ' ..
            g(rtt_n) .. ' ' .. g(rtt_sum) .. ' ' .. g(rtt_min) .. ' ' .. t .. ' ' .. g(gw_n) .. ' ' ..
-           g(agent_n) .. ' ' .. g(mask) .. ' ' .. g(tonumber(created)))
+           g(agent_n) .. ' ' .. g(mask) .. ' ' .. h .. ' ' .. g(tonumber(created)))
 if now then
   local all = redis.call('HGETALL', k)
   local live = {}

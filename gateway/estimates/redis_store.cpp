@@ -95,7 +95,7 @@ RedisCommand RedisStore::write_command(const PendingUpdate& u) const {
        std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
        std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
        b.origin == SampleOrigin::kAgent ? "agent" : "gw", std::to_string(a.wc_count + a.rtt_count),
-       std::to_string(ttl_s_), std::to_string(a.wc_clients)});
+       std::to_string(ttl_s_), std::to_string(a.wc_clients), format_rtt_hist(a)});
   return c;
 }
 

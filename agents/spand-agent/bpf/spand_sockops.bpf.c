@@ -315,7 +315,17 @@ static __always_inline void leave_class_later(struct bpf_sock_ops* skops,
   st->unclass_mark = skops->snd_nxt;
 }
 
-/* Policy for the socket's local port, else for port 0 (any port). */
+/* Whether a policy's deadline has passed: the agent that wrote it may be dead (SIGKILL leaves
+ * the pinned link and map behind), and its estimate is then too old to apply. */
+static __always_inline int expired(const struct spand_policy* p) {
+  __u64 deadline = p->expires_ns;
+
+  if (deadline == 0 || bpf_ktime_get_ns() < deadline) return 0;
+  count(SPAND_STAT_EXPIRED);
+  return 1;
+}
+
+/* Policy for the socket's local port, else for port 0 (any port); an expired one is none. */
 static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* skops) {
   struct spand_prefix_key key = {};
   struct spand_policy* pol;
@@ -327,10 +337,13 @@ static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* s
   fill_addr(skops, &key);
   __builtin_memcpy(&key.data[0], &port_be, 2);
   pol = bpf_map_lookup_elem(&prefix_policy, &key);
-  if (pol || spand_any_port_policies == 0) return pol;
+  if (pol && !expired(pol)) return pol;
+  if (spand_any_port_policies == 0) return 0;
   key.data[0] = 0;
   key.data[1] = 0;
-  return bpf_map_lookup_elem(&prefix_policy, &key);
+  pol = bpf_map_lookup_elem(&prefix_policy, &key);
+  if (pol && !expired(pol)) return pol;
+  return 0;
 }
 
 /* Applies a policy at establishment or before the first data. Copies what is needed on the
@@ -536,6 +549,8 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
   bpf_map_delete_elem(&sock_tune, &cookie);
   bpf_sock_ops_cb_flags_set(skops,
                             skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
+  /* A request carries the deadline of the policy it was computed from. */
+  if (expired(&req)) return;
   apply_policy(skops, &req);
   count(SPAND_STAT_TUNE_APPLIED);
 }

@@ -108,7 +108,29 @@ void AgentCore::reconcile(const Prefix& prefix, CacheEntry& e, double now) {
     std::string err;
     if (d.skip == SkipReason::kNone) {
       d.policy.key = key;
-      if (it != installed_.end() && it->second == d.policy) continue;
+      // The kernel stops applying the policy by itself when the estimate turns stale here
+      // (the agent may die without removing it); the host's own readings last max_age_s.
+      d.policy.expires_s = e.estimate ? e.received_s + cfg_.policy.max_age_s - e.estimate->age_s
+                                      : now + cfg_.policy.max_age_s;
+      if (it != installed_.end()) {
+        KernelPolicy same = it->second;
+        same.expires_s = d.policy.expires_s;
+        if (same == d.policy) {
+          // Only the deadline moved: the kernel's copy is renewed once it comes near, not at
+          // every refetch (an earlier kernel deadline only ends the policy sooner after a crash).
+          if (d.policy.expires_s <= it->second.expires_s ||
+              it->second.expires_s - now > renew_before_s())
+            continue;
+          if (applier_.renew(d.policy, err)) {
+            it->second.expires_s = d.policy.expires_s;
+            ++counters_.renewed_total;
+          } else {
+            ++counters_.apply_errors_total;
+            std::fprintf(stderr, "spand-agent: %s: %s\n", prefix.str().c_str(), err.c_str());
+          }
+          continue;
+        }
+      }
       if (auto f = failed_until_s_.find(key); f != failed_until_s_.end()) {
         if (now < f->second) continue;
         failed_until_s_.erase(f);
@@ -130,6 +152,10 @@ void AgentCore::reconcile(const Prefix& prefix, CacheEntry& e, double now) {
       count_skip(d.skip);
     }
   }
+}
+
+double AgentCore::renew_before_s() const {
+  return std::max(cfg_.policy.max_age_s / 2, 3 * cfg_.refresh_interval_ms / 1000.0);
 }
 
 void AgentCore::tick() {

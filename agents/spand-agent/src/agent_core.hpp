@@ -31,6 +31,7 @@ struct CoreCounters {
   uint64_t cache_hits_total = 0;
   uint64_t source_errors_total = 0;
   uint64_t apply_errors_total = 0;
+  uint64_t renewed_total = 0;  // kernel deadlines moved on (KernelApplier::renew)
 };
 
 class AgentCore {
@@ -68,6 +69,8 @@ class AgentCore {
   void reconcile(const Prefix& prefix, CacheEntry& e, double now);
   std::vector<const PortConfig*> ports() const;
   void count_skip(SkipReason r) { ++counters_.skipped_total[static_cast<size_t>(r)]; }
+  // A kernel deadline closer than this is moved on (renewed) at the next reconcile.
+  double renew_before_s() const;
   // The path toward `prefix` into `tmp`; nullptr when nothing is known.
   const PathInfo* path_for(const Prefix& prefix, double now, PathInfo& tmp) const;
   const PathRates* paths_ = nullptr;

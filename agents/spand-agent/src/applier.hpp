@@ -19,6 +19,13 @@ class KernelApplier {
   // Installs or replaces the policy for policy.key.
   virtual bool upsert(const KernelPolicy& policy, std::string& error) = 0;
   virtual bool remove(const PolicyKey& key, std::string& error) = 0;
+  // Moves the deadline (KernelPolicy::expires_s) of an installed policy, otherwise unchanged.
+  // Appliers whose kernel state has no deadline (routes, dry run) have nothing to do.
+  virtual bool renew(const KernelPolicy& policy, std::string& error) {
+    (void)policy;
+    (void)error;
+    return true;
+  }
   // Detaches and removes everything this applier installed.
   virtual void stop() = 0;
   // Whether the program is attached (BPF) / the applier is active.

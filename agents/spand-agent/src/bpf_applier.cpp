@@ -3,13 +3,18 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "spand_maps.h"
 #include "spand_sockops.skel.h"
@@ -42,24 +47,95 @@ spand_prefix_key make_key(const PolicyKey& k) {
 
 }  // namespace
 
-int cleanup_stale_bpf() {
+int cleanup_stale_bpf(const std::string& pin_dir) {
   int removed = 0;
-  int fd = bpf_obj_get(SPAND_PIN_LINK);
+  const std::string link = pin_dir + "/" SPAND_PIN_NAME_LINK;
+  int fd = bpf_obj_get(link.c_str());
   if (fd >= 0) {
     // Detach explicitly: other holders of the link (none expected) must not keep it alive.
     bpf_link_detach(fd);
     close(fd);
   }
-  for (const char* pin : {SPAND_PIN_LINK, SPAND_PIN_PREFIX_MAP, SPAND_PIN_TUNE_MAP,
-                          SPAND_PIN_STATS_MAP, SPAND_PIN_TUNE_PORTS_MAP}) {
-    if (unlink(pin) == 0) ++removed;
+  for (const char* name : {SPAND_PIN_NAME_LINK, SPAND_PIN_NAME_PREFIX_MAP, SPAND_PIN_NAME_TUNE_MAP,
+                           SPAND_PIN_NAME_STATS_MAP, SPAND_PIN_NAME_TUNE_PORTS_MAP}) {
+    if (unlink((pin_dir + "/" + name).c_str()) == 0) ++removed;
   }
   return removed;
 }
 
+namespace {
+
+// The pid holding an flock on inode `ino` according to /proc/locks ("1: FLOCK ADVISORY WRITE
+// PID MAJ:MIN:INODE 0 EOF"), 0 when not found.
+int flock_holder(ino_t ino) {
+  std::ifstream in("/proc/locks");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string id, kind, advisory, mode, dev_ino;
+    int pid = 0;
+    if (!(f >> id >> kind >> advisory >> mode >> pid >> dev_ino) || kind != "FLOCK") continue;
+    const size_t colon = dev_ino.rfind(':');
+    if (colon != std::string::npos && dev_ino.substr(colon + 1) == std::to_string(ino)) return pid;
+  }
+  return 0;
+}
+
+}  // namespace
+
+PinDirLock::~PinDirLock() {
+  if (fd_ >= 0) close(fd_);
+}
+
+PinDirLock::Result PinDirLock::acquire(const std::string& pin_dir, std::string& error,
+                                       int& holder_pid) {
+  holder_pid = 0;
+  if (!ensure_bpffs(error)) return Result::kError;
+  // The previous holder may remove the directory (its exit) between our open and our lock:
+  // the lock is good only on the directory that is still at the path.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (mkdir(pin_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      error = "cannot create " + pin_dir + ": " + std::strerror(errno);
+      return Result::kError;
+    }
+    struct statfs fs {};
+    if (statfs(pin_dir.c_str(), &fs) != 0 || fs.f_type != kBpfFsMagic) {
+      error = pin_dir + " is not on a bpffs (pin directories belong under /sys/fs/bpf)";
+      return Result::kError;
+    }
+    int fd = open(pin_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;
+      error = "cannot open " + pin_dir + ": " + std::strerror(errno);
+      return Result::kError;
+    }
+    struct stat held {
+    }, at_path{};
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      if (fstat(fd, &held) == 0 && err == EWOULDBLOCK) holder_pid = flock_holder(held.st_ino);
+      close(fd);
+      if (err == EWOULDBLOCK) return Result::kBusy;
+      error = "cannot lock " + pin_dir + ": " + std::strerror(err);
+      return Result::kError;
+    }
+    if (fstat(fd, &held) == 0 && stat(pin_dir.c_str(), &at_path) == 0 &&
+        held.st_ino == at_path.st_ino && held.st_dev == at_path.st_dev) {
+      if (fd_ >= 0) close(fd_);
+      fd_ = fd;
+      return Result::kLocked;
+    }
+    close(fd);
+  }
+  error = "cannot lock " + pin_dir + ": it keeps being removed and created";
+  return Result::kError;
+}
+
 BpfApplier::BpfApplier(std::string cgroup_path, uint32_t kernel_hz,
-                       std::vector<uint16_t> tune_ports, bool tune_outgoing, bool pace_htb)
+                       std::vector<uint16_t> tune_ports, bool tune_outgoing, bool pace_htb,
+                       std::string pin_dir)
     : cgroup_path_(std::move(cgroup_path)),
+      pin_dir_(std::move(pin_dir)),
       kernel_hz_(kernel_hz),
       tune_ports_(std::move(tune_ports)),
       tune_outgoing_(tune_outgoing),
@@ -71,8 +147,8 @@ BpfApplier::~BpfApplier() {
 
 bool BpfApplier::start(std::string& error) {
   if (!ensure_bpffs(error)) return false;
-  mkdir(SPAND_PIN_DIR, 0755);
-  cleanup_stale_bpf();
+  mkdir(pin_dir_.c_str(), 0755);
+  cleanup_stale_bpf(pin_dir_);
 
   skel_ = spand_sockops_bpf__open();
   if (!skel_) {
@@ -107,12 +183,12 @@ bool BpfApplier::start(std::string& error) {
   attached_ = true;
   // Pinned so that a restarted agent (even after SIGKILL) finds and replaces this instance,
   // and so that spand_tune can open the tune map.
-  if (bpf_link__pin(link_, SPAND_PIN_LINK) ||
-      bpf_map__pin(skel_->maps.prefix_policy, SPAND_PIN_PREFIX_MAP) ||
-      bpf_map__pin(skel_->maps.sock_tune, SPAND_PIN_TUNE_MAP) ||
-      bpf_map__pin(skel_->maps.stats, SPAND_PIN_STATS_MAP) ||
-      bpf_map__pin(skel_->maps.tune_ports, SPAND_PIN_TUNE_PORTS_MAP)) {
-    error = std::string("cannot pin under " SPAND_PIN_DIR ": ") + std::strerror(errno);
+  if (bpf_link__pin(link_, pin(SPAND_PIN_NAME_LINK).c_str()) ||
+      bpf_map__pin(skel_->maps.prefix_policy, pin(SPAND_PIN_NAME_PREFIX_MAP).c_str()) ||
+      bpf_map__pin(skel_->maps.sock_tune, pin(SPAND_PIN_NAME_TUNE_MAP).c_str()) ||
+      bpf_map__pin(skel_->maps.stats, pin(SPAND_PIN_NAME_STATS_MAP).c_str()) ||
+      bpf_map__pin(skel_->maps.tune_ports, pin(SPAND_PIN_NAME_TUNE_PORTS_MAP).c_str())) {
+    error = "cannot pin under " + pin_dir_ + ": " + std::strerror(errno);
     stop();
     return false;
   }
@@ -150,6 +226,8 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   val.wc_segments = p.wc_segments;
   val.srtt_us = p.srtt_us;
   val.acked_per_ack = p.acked_per_ack;
+  // The core's clock is CLOCK_MONOTONIC (SteadyClock), as bpf_ktime_get_ns() is.
+  if (p.expires_s > 0) val.expires_ns = std::max<uint64_t>(1, uint64_t(p.expires_s * 1e9));
   // The count goes up before the entry exists, so the program never skips a port-0 policy.
   if (p.key.port == 0 && any_port_keys_.insert(p.key).second)
     skel_->bss->spand_any_port_policies = static_cast<uint32_t>(any_port_keys_.size());
@@ -182,14 +260,14 @@ void BpfApplier::stop() {
   }
   attached_ = false;
   if (skel_) {
-    bpf_map__unpin(skel_->maps.prefix_policy, SPAND_PIN_PREFIX_MAP);
-    bpf_map__unpin(skel_->maps.sock_tune, SPAND_PIN_TUNE_MAP);
-    bpf_map__unpin(skel_->maps.stats, SPAND_PIN_STATS_MAP);
-    bpf_map__unpin(skel_->maps.tune_ports, SPAND_PIN_TUNE_PORTS_MAP);
+    bpf_map__unpin(skel_->maps.prefix_policy, pin(SPAND_PIN_NAME_PREFIX_MAP).c_str());
+    bpf_map__unpin(skel_->maps.sock_tune, pin(SPAND_PIN_NAME_TUNE_MAP).c_str());
+    bpf_map__unpin(skel_->maps.stats, pin(SPAND_PIN_NAME_STATS_MAP).c_str());
+    bpf_map__unpin(skel_->maps.tune_ports, pin(SPAND_PIN_NAME_TUNE_PORTS_MAP).c_str());
     spand_sockops_bpf__destroy(skel_);
     skel_ = nullptr;
   }
-  rmdir(SPAND_PIN_DIR);
+  rmdir(pin_dir_.c_str());
 }
 
 std::vector<std::pair<Prefix, uint64_t>> BpfApplier::take_train_rates() {

@@ -1,6 +1,7 @@
 // BPF mode: the sock_ops program (bpf/spand_sockops.bpf.c) attached to a cgroup v2 through a
-// pinned bpf_link, and its LPM map kept current. A restart finds the pinned link of a
-// previous instance and detaches it first, so there is never more than one spand program.
+// pinned bpf_link, and its LPM map kept current. One agent per pin directory (PinDirLock); a
+// restart finds the pinned link of a previous instance and detaches it first, so there is
+// never more than one spand program per pin directory.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "applier.hpp"
+#include "spand_maps.h"
 
 struct spand_sockops_bpf;
 struct bpf_link;
@@ -17,14 +19,18 @@ namespace spand::agent {
 
 class BpfApplier : public KernelApplier {
  public:
+  // `pin_dir`: where the link and maps are pinned (held with a PinDirLock by the caller).
   BpfApplier(std::string cgroup_path, uint32_t kernel_hz, std::vector<uint16_t> tune_ports,
-             bool tune_outgoing, bool pace_htb = false);
+             bool tune_outgoing, bool pace_htb = false, std::string pin_dir = SPAND_PIN_DIR);
   ~BpfApplier() override;
   const char* name() const override { return "bpf"; }
   bool per_port() const override { return true; }
   bool start(std::string& error) override;
   bool upsert(const KernelPolicy& policy, std::string& error) override;
   bool remove(const PolicyKey& key, std::string& error) override;
+  bool renew(const KernelPolicy& policy, std::string& error) override {
+    return upsert(policy, error);
+  }
   void stop() override;
   bool active() const override { return attached_; }
 
@@ -42,7 +48,10 @@ class BpfApplier : public KernelApplier {
   std::vector<uint64_t> program_stats() const;
 
  private:
+  std::string pin(const char* name) const { return pin_dir_ + "/" + name; }
+
   std::string cgroup_path_;
+  std::string pin_dir_;
   uint32_t kernel_hz_;
   std::vector<uint16_t> tune_ports_;
   bool tune_outgoing_;
@@ -56,8 +65,27 @@ class BpfApplier : public KernelApplier {
   bool attached_ = false;
 };
 
-// Removes what a previous instance left pinned (link and maps) and detaches its program.
-// Returns how many pins were removed.
-int cleanup_stale_bpf();
+// Removes what a previous instance left pinned in `pin_dir` (link and maps) and detaches its
+// program. Returns how many pins were removed. Call it only while holding the directory's lock.
+int cleanup_stale_bpf(const std::string& pin_dir = SPAND_PIN_DIR);
+
+// One agent per pin directory: an exclusive flock on the directory itself (created on bpffs,
+// mounted at /sys/fs/bpf when nothing is). A second agent would otherwise detach the first
+// one's program as a leftover and delete its pins at exit. The lock goes with the process,
+// SIGKILL included, so a leftover is told from a live agent by the lock alone.
+class PinDirLock {
+ public:
+  enum class Result { kLocked, kBusy, kError };
+  PinDirLock() = default;
+  PinDirLock(const PinDirLock&) = delete;
+  PinDirLock& operator=(const PinDirLock&) = delete;
+  ~PinDirLock();
+  // kBusy: another process holds it (`holder_pid` from /proc/locks, 0 when not found).
+  Result acquire(const std::string& pin_dir, std::string& error, int& holder_pid);
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace spand::agent

@@ -108,6 +108,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
                         "cgroup",
                         "metrics_listen",
                         "report_socket",
+                        "pin_dir",
                         "prefix_len_v4",
                         "prefix_len_v6",
                         "refresh_interval_ms",
@@ -145,6 +146,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.string(*a, "cgroup", cfg.cgroup_path);
     r.string(*a, "metrics_listen", cfg.metrics_listen);
     r.string(*a, "report_socket", cfg.report_socket);
+    r.string(*a, "pin_dir", cfg.pin_dir);
     r.integer(*a, "prefix_len_v4", cfg.prefix_len_v4, 1, 32);
     r.integer(*a, "prefix_len_v6", cfg.prefix_len_v6, 1, 128);
     r.integer(*a, "refresh_interval_ms", cfg.refresh_interval_ms, 10, 3600000);
@@ -290,6 +292,7 @@ std::string config_to_toml(const AgentConfig& cfg) {
       {"cgroup", cfg.cgroup_path},
       {"metrics_listen", cfg.metrics_listen},
       {"report_socket", cfg.report_socket},
+      {"pin_dir", cfg.pin_dir},
       {"prefix_len_v4", int64_t(cfg.prefix_len_v4)},
       {"prefix_len_v6", int64_t(cfg.prefix_len_v6)},
       {"refresh_interval_ms", int64_t(cfg.refresh_interval_ms)},
@@ -354,6 +357,10 @@ std::optional<ConfigError> validate(const AgentConfig& cfg) {
     return ConfigError{"pace_devices needs BPF mode: routes cannot select a pacing class"};
   if (!cfg.pace_devices.empty() && !cfg.policy.pace)
     return ConfigError{"pace_devices is set but policy.pace is false"};
+  if (cfg.pin_dir.size() < 2 || cfg.pin_dir[0] != '/' || cfg.pin_dir.back() == '/')
+    return ConfigError{"pin_dir '" + cfg.pin_dir +
+                       "': expected an absolute directory path without a trailing '/' (on "
+                       "bpffs, e.g. /sys/fs/bpf/spand)"};
   if (cfg.ports.empty())
     return ConfigError{"no [[port]] configured: the agent needs a response size per port"};
   return std::nullopt;

@@ -66,6 +66,8 @@ struct AgentConfig {
   std::string cgroup_path;                      // empty: the cgroup2 mount found at start
   std::string metrics_listen = "0.0.0.0:9464";  // empty: no /metrics; reachable by a scraper
   std::string report_socket;                    // unix datagram socket for spand_report; empty: off
+  // BPF mode: where the program's link and maps are pinned, on bpffs; one agent per directory.
+  std::string pin_dir = "/sys/fs/bpf/spand";
   uint32_t prefix_len_v4 = 24;
   uint32_t prefix_len_v6 = 48;
   uint32_t refresh_interval_ms = 1000;

@@ -57,18 +57,27 @@
 namespace spand::agent {
 namespace {
 
-enum ExitCode { kExitOk = 0, kExitRuntime = 1, kExitUsage = 2, kExitPrivileges = 4 };
+enum ExitCode {
+  kExitOk = 0,
+  kExitRuntime = 1,
+  kExitUsage = 2,
+  kExitBusy = 3,  // another agent holds the pin directory
+  kExitPrivileges = 4
+};
 
 std::atomic<bool> g_stop{false};
 void on_signal(int) {
   g_stop = true;
 }
 
+// CLOCK_MONOTONIC, the clock of bpf_ktime_get_ns(): policy deadlines (KernelPolicy::expires_s)
+// go to the sock_ops program as they are.
 class SteadyClock : public Clock {
  public:
   double now_s() override {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
   }
 };
 
@@ -91,6 +100,8 @@ class LoggingApplier : public KernelApplier {
                    p.capped ? " (capped)" : "");
     return ok;
   }
+  // A deadline moved on: the policy itself is what was logged.
+  bool renew(const KernelPolicy& p, std::string& e) override { return inner_.renew(p, e); }
   bool remove(const PolicyKey& k, std::string& e) override {
     bool ok = inner_.remove(k, e);
     if (ok)
@@ -120,6 +131,8 @@ void usage(std::FILE* out) {
       "  -f, --estimates-file FILE  static estimates (JSON) instead of the service\n"
       "  -m, --mode bpf|route|auto  how to apply (default auto: bpf, else route)\n"
       "  -g, --cgroup PATH          cgroup v2 directory for the sock_ops program\n"
+      "      --pin-dir DIR          bpffs directory for the program's pins (default\n"
+      "                             /sys/fs/bpf/spand); one agent per directory\n"
       "  -p, --port PORT:BYTES[:B]  a listening port, its typical response size, b (repeat)\n"
       "  -P, --prefix CIDR          a client prefix to fetch without waiting for a connection\n"
       "      --max-initial-cwnd N   cap on any initial window (segments, default 64)\n"
@@ -142,7 +155,8 @@ void usage(std::FILE* out) {
       "                             flags) as TOML that --config reads back, and exit\n"
       "      --version              print the version and the libraries' versions, and exit\n"
       "  -h, --help\n"
-      "exit status: 0 ok, 1 runtime error, 2 bad usage or configuration, 4 missing privileges\n");
+      "exit status: 0 ok, 1 runtime error, 2 bad usage or configuration, 3 another agent\n"
+      "holds the pin directory, 4 missing privileges\n");
 }
 
 bool has_cap(int cap) {
@@ -324,7 +338,8 @@ int run(int argc, char** argv) {
     kTlsCert,
     kTlsKey,
     kTlsServerName,
-    kReportTokenFile
+    kReportTokenFile,
+    kPinDir
   };
   static const option opts[] = {
       {"config", required_argument, nullptr, 'c'},
@@ -332,6 +347,7 @@ int run(int argc, char** argv) {
       {"estimates-file", required_argument, nullptr, 'f'},
       {"mode", required_argument, nullptr, 'm'},
       {"cgroup", required_argument, nullptr, 'g'},
+      {"pin-dir", required_argument, nullptr, kPinDir},
       {"port", required_argument, nullptr, 'p'},
       {"prefix", required_argument, nullptr, 'P'},
       {"max-initial-cwnd", required_argument, nullptr, kMaxCwnd},
@@ -461,6 +477,9 @@ int run(int argc, char** argv) {
       }
       case 'g':
         cfg.cgroup_path = val;
+        break;
+      case kPinDir:
+        cfg.pin_dir = val;
         break;
       case 'p': {
         PortConfig pc;
@@ -620,6 +639,7 @@ int run(int argc, char** argv) {
   RouteApplier* route_applier = nullptr;
   std::string err;
   std::unique_ptr<PacingQdiscs> pacing;
+  PinDirLock pin_lock;
   if (cfg.dry_run) {
     bool bpf_possible = cfg.mode != Mode::kRoute;
     kernel = std::make_unique<DryRunApplier>(bpf_possible ? "bpf" : "route", bpf_possible);
@@ -633,6 +653,31 @@ int run(int argc, char** argv) {
                    static_cast<unsigned long long>(spand_pace_bin_rate(SPAND_PACE_BINS - 1)),
                    dev.c_str());
   } else {
+    if (cfg.mode != Mode::kRoute) {
+      // Before anything else changes: a second agent must not touch the first one's program,
+      // pins or pacing qdiscs. Route mode pins nothing.
+      int holder = 0;
+      switch (pin_lock.acquire(cfg.pin_dir, err, holder)) {
+        case PinDirLock::Result::kLocked:
+          break;
+        case PinDirLock::Result::kBusy:
+          std::fprintf(stderr,
+                       "spand-agent: another spand-agent%s holds %s: one agent per pin "
+                       "directory (stop it, or give this one its own --pin-dir / agent.pin_dir)\n",
+                       holder ? (" (pid " + std::to_string(holder) + ")").c_str() : "",
+                       cfg.pin_dir.c_str());
+          return kExitBusy;
+        case PinDirLock::Result::kError:
+          if (cfg.mode == Mode::kBpf) {
+            std::fprintf(stderr, "spand-agent: bpf mode: %s\n", err.c_str());
+            return kExitRuntime;
+          }
+          std::fprintf(stderr, "spand-agent: bpf unavailable (%s); using route mode\n",
+                       err.c_str());
+          cfg.mode = Mode::kRoute;
+          break;
+      }
+    }
     if (cfg.mode != Mode::kRoute && !cfg.pace_devices.empty()) {
       // Before the program loads: it is built knowing whether the classes exist.
       pacing = std::make_unique<PacingQdiscs>(cfg.pace_devices);
@@ -645,7 +690,7 @@ int run(int argc, char** argv) {
     }
     if (cfg.mode != Mode::kRoute) {
       auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports,
-                                            cfg.tune_outgoing, pacing != nullptr);
+                                            cfg.tune_outgoing, pacing != nullptr, cfg.pin_dir);
       b->set_prefix_lens(cfg.prefix_len_v4, cfg.prefix_len_v6);
       b->set_measure_trains(cfg.policy.path_rate && cfg.policy.window_rule == WindowRule::kRounds);
       if (b->start(err)) {

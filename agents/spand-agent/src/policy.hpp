@@ -49,6 +49,9 @@ struct KernelPolicy {
   // a share at or below min_cwnd_segments leaves slow start alone.
   bool share_concurrent = false;
   uint32_t min_cwnd_segments = 0;
+  // When the kernel must stop applying it on its own (the core's clock, seconds; 0 = never):
+  // set by AgentCore, kept by the BPF program (an agent killed with SIGKILL removes nothing).
+  double expires_s = 0;
 
   bool operator==(const KernelPolicy&) const = default;
 };

@@ -145,5 +145,27 @@ response_bytes = 50000
   EXPECT_NE(validate(c)->message.find("pace"), std::string::npos);
 }
 
+TEST(Config, PinDirDefaultsToTheOldPathAndMustBeAbsolute) {
+  AgentConfig c;
+  EXPECT_EQ(c.pin_dir, "/sys/fs/bpf/spand");  // the path spand_tune and older agents use
+  auto err = load_config_string(R"(
+[agent]
+estimates_file = "e.json"
+pin_dir = "/sys/fs/bpf/spand-web"
+[[port]]
+port = 443
+response_bytes = 50000
+)",
+                                "t.toml", c);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_EQ(c.pin_dir, "/sys/fs/bpf/spand-web");
+  EXPECT_FALSE(validate(c));
+  for (const char* bad : {"", "/", "spand", "/sys/fs/bpf/spand/"}) {
+    c.pin_dir = bad;
+    ASSERT_TRUE(validate(c)) << bad;
+    EXPECT_NE(validate(c)->message.find("pin_dir"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace spand::agent

@@ -99,6 +99,53 @@ TEST_F(CoreFixture, EstimateExpiresByAgeAndIsRemoved) {
   EXPECT_EQ(core.counters().skipped_total[static_cast<size_t>(SkipReason::kStale)], 1u);
 }
 
+// The kernel's copy of a policy ends by itself when its estimate turns stale (issue 12: an
+// agent killed with SIGKILL removes nothing): received + max_age_s - the estimate's age.
+TEST_F(CoreFixture, PolicyCarriesTheEstimatesDeadline) {
+  cfg.policy.max_age_s = 300;
+  source.estimates[P("198.51.100.0/24")] =
+      E("198.51.100.0/24", 10, 20, 50, Verdict::kUseEstimate, 290);
+  AgentCore core(cfg, source, kernel, clock);
+  core.observe(P("198.51.100.7"));
+  core.tick();
+  PolicyKey key{80, P("198.51.100.0/24")};
+  ASSERT_EQ(kernel.kernel.count(key), 1u);
+  EXPECT_DOUBLE_EQ(kernel.kernel[key].expires_s, 1000 + 300 - 290);
+}
+
+// Refetches move the deadline on, but the kernel's copy is rewritten only once its deadline
+// is within max_age_s / 2, and a renewal is neither an application nor a log line.
+TEST_F(CoreFixture, DeadlineIsRenewedWhenItComesNearNotAtEveryRefetch) {
+  cfg.policy.max_age_s = 300;
+  source.estimates[P("198.51.100.0/24")] = E("198.51.100.0/24", 10);
+  AgentCore core(cfg, source, kernel, clock);
+  core.observe(P("198.51.100.7"));
+  core.tick();
+  PolicyKey key{80, P("198.51.100.0/24")};
+  ASSERT_EQ(kernel.upserts, 1);
+  EXPECT_DOUBLE_EQ(kernel.kernel[key].expires_s, 1300);
+  // Refetched every 30 s with age 0; the last tick at 1149 leaves 151 s: nothing rewritten.
+  for (clock.t = 1001; clock.t <= 1149; clock.t += 1) {
+    core.observe(P("198.51.100.7"));
+    core.tick();
+  }
+  EXPECT_EQ(kernel.renews, 0);
+  EXPECT_DOUBLE_EQ(kernel.kernel[key].expires_s, 1300);
+  // Within 150 s of the deadline: renewed to the newest estimate's (the refetch due at 1150,
+  // made by this tick).
+  clock.t = 1151;
+  core.tick();
+  EXPECT_EQ(kernel.renews, 1);
+  EXPECT_DOUBLE_EQ(kernel.kernel[key].expires_s, 1151 + 300);
+  EXPECT_EQ(kernel.upserts, 1);
+  EXPECT_EQ(core.counters().applied_total, 1u);
+  EXPECT_EQ(core.counters().renewed_total, 1u);
+  // Then quiet again until the new deadline comes near.
+  clock.t = 1152;
+  core.tick();
+  EXPECT_EQ(kernel.renews, 1);
+}
+
 TEST_F(CoreFixture, PushedUpdateReplacesPolicyAndSecondConnectionIsACacheHit) {
   source.estimates[P("198.51.100.0/24")] = E("198.51.100.0/24", 10);
   AgentCore core(cfg, source, kernel, clock);

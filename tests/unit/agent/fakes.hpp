@@ -56,6 +56,16 @@ class FakeApplier : public KernelApplier {
     kernel[p.key] = p;
     return true;
   }
+  int renews = 0;
+  bool renew(const KernelPolicy& p, std::string& e) override {
+    if (fail) {
+      e = "injected";
+      return false;
+    }
+    ++renews;
+    kernel[p.key] = p;
+    return true;
+  }
   bool remove(const PolicyKey& k, std::string&) override {
     ++removes;
     kernel.erase(k);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -45,11 +46,90 @@ TEST(Estimate, MeanStddevRttAgeAgainstDirectComputation) {
   EXPECT_EQ(e.rtt_samples, 3u);
   EXPECT_NEAR(e.wc_segments, mean, 1e-12);
   EXPECT_NEAR(e.wc_stddev, stddev, 1e-9);
-  EXPECT_NEAR(e.rtt_ms, (20.0 + 25.5 + 18.25) / 3, 1e-12);
+  EXPECT_NEAR(e.rtt_mean_ms, (20.0 + 25.5 + 18.25) / 3, 1e-12);
+  // The median (20 ms) from four bins per octave: within 25 % of it.
+  EXPECT_TRUE(e.rtt_is_median);
+  EXPECT_GE(e.rtt_ms, 20.0 / 1.25);
+  EXPECT_LE(e.rtt_ms, 20.0 * 1.25);
   EXPECT_DOUBLE_EQ(e.min_rtt_ms, 18.25);
   EXPECT_DOUBLE_EQ(e.age_s, 4.0);  // newest sample: W_c at 106 s; now 110 s
   EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
   EXPECT_DOUBLE_EQ(e.decay_factor, 1.0);
+}
+
+// The RTT bins as their definition says (prefix.hpp): 16 us and up, four per octave at 1, 1.25,
+// 1.5 and 1.75 times a power of two; every value lies in [low(bin), low(bin + 1)) and a bin's
+// upper edge is at most 1.25 times its lower one.
+TEST(RttHistogram, BinsFollowTheirDefinition) {
+  EXPECT_EQ(rtt_bin(0), 0u);
+  EXPECT_EQ(rtt_bin(15), 0u);
+  EXPECT_EQ(rtt_bin(16), 1u);
+  EXPECT_EQ(rtt_bin(19), 1u);
+  EXPECT_EQ(rtt_bin(20), 2u);
+  EXPECT_EQ(rtt_bin(24), 3u);
+  EXPECT_EQ(rtt_bin(28), 4u);
+  EXPECT_EQ(rtt_bin(32), 5u);
+  EXPECT_EQ(rtt_bin(60'000'000), kRttBins - 1);  // the 60 s sample bound
+  EXPECT_EQ(rtt_bin(UINT32_MAX), kRttBins - 1);
+  for (uint32_t b = 1; b + 1 < kRttBins; ++b) {
+    EXPECT_EQ(rtt_bin(rtt_bin_low_us(b)), b);
+    EXPECT_EQ(rtt_bin(rtt_bin_low_us(b + 1) - 1), b);
+    EXPECT_LE(double(rtt_bin_low_us(b + 1)), 1.25 * rtt_bin_low_us(b));
+  }
+}
+
+// One forged or outlying RTT (issue 12: a 3 s RTT made a 60 KB response take 3.6 s) moves the
+// mean six-fold and the median not at all: ten 50 ms samples and one of 3 s.
+TEST(RttHistogram, OneForgedSampleMovesTheMeanNotTheMedian) {
+  Accumulator acc;
+  for (int i = 0; i < 10; ++i) acc.add(rtt(50'000, (100 + i) * kSec));
+  acc.add(rtt(3'000'000, 111 * kSec));
+  const Estimate e = compute_estimate(acc, 112 * kSec, 1);
+  EXPECT_NEAR(e.rtt_mean_ms, (10 * 50.0 + 3000.0) / 11, 1e-9);  // 318.2
+  EXPECT_TRUE(e.rtt_is_median);
+  EXPECT_GE(e.rtt_ms, 50.0);         // never below the minimum
+  EXPECT_LE(e.rtt_ms, 50.0 * 1.25);  // the bin of 50 ms
+  // Five forged samples out of fifteen still leave it there; a majority moves it.
+  for (int i = 0; i < 4; ++i) acc.add(rtt(3'000'000, 111 * kSec));
+  EXPECT_LE(compute_estimate(acc, 112 * kSec, 1).rtt_ms, 50.0 * 1.25);
+  for (int i = 0; i < 6; ++i) acc.add(rtt(3'000'000, 111 * kSec));
+  EXPECT_GE(compute_estimate(acc, 112 * kSec, 1).rtt_ms, 3000.0 / 1.25);
+}
+
+// Against the exact median of random samples spread over five decades: within 25 % (for an even
+// count, of the range between the two middle samples).
+TEST(RttHistogram, MedianWithinABinOfTheExactMedian) {
+  uint64_t x = 7;
+  for (int round = 0; round < 200; ++round) {
+    Accumulator acc;
+    std::vector<double> v;
+    const int n = 1 + round % 37;
+    for (int i = 0; i < n; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      const uint32_t us =
+          uint32_t(std::pow(10.0, 1.5 + 5.0 * double(x >> 11) / double(1ull << 53)));
+      v.push_back(us);
+      acc.add(rtt(us, kSec));
+    }
+    std::sort(v.begin(), v.end());
+    // The middle sample; for an even count, anywhere between the two middle ones.
+    const double lo = v[(n - 1) / 2], hi = v[n / 2];
+    const double m = acc.rtt_median_us();
+    EXPECT_LE(m, hi * 1.25) << round;
+    EXPECT_GE(m, lo / 1.25) << round;
+  }
+}
+
+// A window with a bucket written before the histogram existed has no median: the mean is used.
+TEST(RttHistogram, NoMedianWhenSomeSamplesHaveNoBin) {
+  Accumulator acc;
+  acc.add(rtt(20'000, kSec));
+  acc.rtt_count += 1;  // a legacy bucket's sample: counted and summed, not binned
+  acc.rtt_sum_us += 40'000;
+  EXPECT_EQ(acc.rtt_median_us(), 0.0);
+  const Estimate e = compute_estimate(acc, 2 * kSec, 1);
+  EXPECT_FALSE(e.rtt_is_median);
+  EXPECT_DOUBLE_EQ(e.rtt_ms, 30.0);
 }
 
 // Distinct clients (issue 12: six connections from one place set a /24's window): W_c samples

@@ -109,6 +109,45 @@ TEST(Schema, BucketValueWithAndWithoutTheClientsMask) {
   EXPECT_EQ(acc.wc_clients, 0xffffffffu);
 }
 
+// The RTT histogram between the mask and created_s (since 2026-11-24): read into rtt_hist; a
+// value without it still reads (no histogram: rtt_hist_count stays below rtt_count); a
+// malformed histogram makes the whole value malformed.
+TEST(Schema, BucketValueWithTheRttHistogram) {
+  Accumulator w;
+  for (uint32_t us : {18'250u, 20'000u, 20'000u, 25'500u}) {
+    Sample s;
+    s.kind = SampleKind::kRtt;
+    s.value = us;
+    w.add(s);
+  }
+  // 18250 and 20000 us: highest bit 14, next two bits 00 (16384 <= v < 20480) -> bin
+  // 1 + 4 x (14 - 4) + 0 = 41; 25500: next bits 10 (24576 <= 25500 < 28672) -> bin 43.
+  EXPECT_EQ(format_rtt_hist(w), "41:3,43:1");
+  EXPECT_EQ(format_rtt_hist(Accumulator{}), "0:0");
+  Accumulator acc;
+  ASSERT_TRUE(add_bucket_value(
+      "3 54 1106 4 81750 18250 1700000017123456789 7 0 5 41:3,43:1 1763776510", acc));
+  EXPECT_EQ(acc.wc_clients, 5u);
+  EXPECT_EQ(acc.rtt_hist_count, 4u);
+  EXPECT_EQ(acc.rtt_hist[41], 3u);
+  EXPECT_EQ(acc.rtt_hist[43], 1u);
+  EXPECT_GT(acc.rtt_median_us(), 0.0);
+  Accumulator legacy;
+  ASSERT_TRUE(
+      add_bucket_value("3 54 1106 4 81750 18250 1700000017123456789 7 0 5 1763776510", legacy));
+  EXPECT_EQ(legacy.rtt_hist_count, 0u);
+  EXPECT_EQ(legacy.rtt_median_us(), 0.0);
+  for (const char* bad : {"43:3,42:1", "42:1,42:1", "89:1", "42:4294967296", "42:", ":1", "42:1,",
+                          "a:1", "-1:1", "42:1;43:1"}) {
+    Accumulator a;
+    const std::string v =
+        std::string("3 54 1106 4 81750 18250 1700000017123456789 7 0 5 ") + bad + " 1763776510";
+    EXPECT_FALSE(add_bucket_value(v, a)) << bad;
+    EXPECT_EQ(a.wc_count, 0u) << bad;
+    EXPECT_EQ(a.rtt_hist_count, 0u) << bad;
+  }
+}
+
 // A value that is not what a writer makes is malformed, and the accumulator is left alone: a
 // negative or non-finite field (a negative count or minimum RTT converted to an unsigned type is
 // undefined behaviour; NaN would spread to every mean), a minimum RTT beyond 32 bits, a newest
