@@ -1,5 +1,6 @@
 // spandctl: query a spand.v1 estimate server (get, watch, top), compute cwnd_opt offline
-// (cwnd, from libspand) and tabulate loss events from flow records (losses). Usage and output formats: README, "spandctl".
+// (cwnd, from libspand) and tabulate loss events from flow records (losses). Usage and output
+// formats: README, "spandctl".
 #include <grpcpp/grpcpp.h>
 
 #include <csignal>

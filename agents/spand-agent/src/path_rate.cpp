@@ -15,8 +15,7 @@ void PathRates::observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uin
   ++b.samples;
 }
 
-void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_s,
-                              double now_s) {
+void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_s, double now_s) {
   if (rate_bytes_per_s == 0) return;
   const int64_t idx = index_of(now_s);
   Bucket& b = paths_[key_prefix][static_cast<size_t>(idx % kBuckets)];

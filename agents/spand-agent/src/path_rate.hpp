@@ -59,7 +59,7 @@ class PathRates {
   int64_t index_of(double now_s) const { return static_cast<int64_t>(now_s / bucket_s_); }
   static constexpr uint32_t kMaxSenders = 64;  // counts above it are counted as 64
   struct SenderBucket {
-    int64_t index = -1;  // floor(now_s / share_bucket_s_) when written
+    int64_t index = -1;                             // floor(now_s / share_bucket_s_) when written
     std::array<uint32_t, kMaxSenders + 1> dumps{};  // dumps[n]: dumps that saw n senders
   };
   double bucket_s_;

@@ -120,12 +120,14 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     if (policy.seed_syn_rto) p.syn_rto_ms = syn_rto_ms_for(p.srtt_us);
   }
   if (policy.pace && prop_rtt_us >= 1) {
-    // The larger of the measured rate and the window over one propagation RTT: both are at most
-    // the bottleneck rate (a delivery rate only reads low; a window up to the BDP spread over a
-    // round trip), or the window exceeds the BDP by at most what W_c says the buffer holds.
-    const uint64_t per_rtt = spand_pacing_rate_bytes_per_s(std::max(window, std::min(wc, window)),
-                                                           policy.mss_bytes, prop_rtt_us);
-    p.pacing_rate_bytes_per_s = std::max(static_cast<uint64_t>(double(rate) / senders), per_rtt);
+    // The measured rate when there is one: paced at the bottleneck's rate the first window
+    // builds no queue whatever its size. Without a rate, the window over one propagation RTT.
+    // Not the larger of the two: a window beyond the BDP (W_c from before a change of path, or
+    // pulled up by spand's own transfers) then paces above the bottleneck, and the buffer
+    // overflows (pathchange.toml: 21 segments at 608 KB/s into a 2 Mbit/s path with an 8-segment
+    // buffer, every transfer retransmitted, 1.45 x default's time).
+    const uint64_t per_rtt = spand_pacing_rate_bytes_per_s(window, policy.mss_bytes, prop_rtt_us);
+    p.pacing_rate_bytes_per_s = rate ? static_cast<uint64_t>(double(rate) / senders) : per_rtt;
   }
   return d;
 }

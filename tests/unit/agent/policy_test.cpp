@@ -145,18 +145,24 @@ TEST(RoundsRule, WindowIsTheTransferUpToTheLargerOfCwndOptAndTheBdp) {
   EXPECT_EQ(decide(est, 0, port(70 * 1448), pol, {}).skip, SkipReason::kNoGain);
 }
 
-TEST(RoundsRule, PacingNeverBelowTheMeasuredRateNorAboveTheCap) {
+TEST(RoundsRule, PacedAtTheMeasuredRateWhenThereIsOneElseTheWindowPerRtt) {
   // A capped window loses to slow start on a long transfer (30, 31, ... against 10, 20, 40 ...).
   EXPECT_EQ(rounds_avoidance(691, 30) > rounds_slow_start(691, 10), true);
   PolicyConfig pol;
   pol.max_initial_cwnd = 30;
   Estimate est = E("198.51.100.0/24", 200, 100);
   est.min_rtt_ms = 100;
-  PathInfo slow{100'000, 0, 1};  // a rate sample far under window / RTT
-  // 60 segments: the capped window (30 + 31) takes 2 rounds, slow start 3.
+  PathInfo slow{100'000, 0, 1};  // the path got slower than W_c says (W_c from before)
+  // 60 segments: the capped window (30 + 31) takes 2 rounds, slow start 3. Paced at the rate
+  // the path delivers now (100 kB/s), not at 30 segments per 100 ms (434 kB/s), which would
+  // fill the buffer 3 segments in 4 (the lab's path change: 1.45 x default's time).
   Decision d = decide(est, 0, port(60 * 1448), pol, {}, &slow);
   ASSERT_EQ(d.skip, SkipReason::kNone);
   EXPECT_EQ(d.policy.init_cwnd_segments, 30u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 100'000u);
+  // No rate measured: the window over the propagation RTT.
+  PathInfo no_rate{0, 100'000, 1};
+  d = decide(est, 0, port(60 * 1448), pol, {}, &no_rate);
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 30u * 1448 * 10);
   PathInfo fast{5'000'000, 80'000, 1};  // the host saw a smaller min RTT: it wins
   d = decide(est, 0, port(60 * 1448), pol, {}, &fast);
@@ -216,7 +222,7 @@ TEST(PathRates, SendersAreTheMedianOverTheDumpsThatSawOne) {
   EXPECT_EQ(r.get(p, 1)->senders, 0.0);  // no dump saw a sender
   r.observe_senders(p, 8, 1);
   r.observe_senders(p, 4, 2);
-  r.observe_senders(p, 0, 3);  // not counted: the prefix was idle
+  r.observe_senders(p, 0, 3);                   // not counted: the prefix was idle
   EXPECT_DOUBLE_EQ(r.get(p, 4)->senders, 4.0);  // {4, 8}: the lower of the two
   r.observe_senders(p, 1, 7);
   EXPECT_DOUBLE_EQ(r.get(p, 8)->senders, 4.0);  // {1, 4, 8}
