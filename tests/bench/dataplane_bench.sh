@@ -18,6 +18,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/machine.sh"
 abs() { [[ $1 = /* ]] && echo "$1" || echo "$root/$1"; }
 builds=("$(abs "${1:-build}")")
 names=(after)
@@ -40,12 +41,6 @@ done
 command -v dpdk-testpmd > /dev/null || die "dpdk-testpmd missing (Debian package dpdk)"
 mkdir -p "$WORK"
 
-build_line() {
-  meson introspect --buildoptions "$1" 2>/dev/null | $PY -c '
-import json, sys
-o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
-print("buildtype=%s optimization=%s b_lto=%s" % (o["buildtype"], o["optimization"], o["b_lto"]))' 2>/dev/null || echo '?'
-}
 echo "== machine"
 echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo "host:    $(uname -n), kernel $(uname -r), THP $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?')"

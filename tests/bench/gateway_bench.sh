@@ -21,6 +21,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+. "$here/machine.sh"
 build=${1:-build}
 [[ $build = /* ]] || build="$root/$build"
 GW="$build/spand-gateway"
@@ -41,17 +42,10 @@ command -v tcptrace >/dev/null || die "tcptrace missing"
 mkdir -p "$WORK"
 
 echo "== machine"
-echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
-echo "host:    $(uname -n), kernel $(uname -r)"
-echo "cpu:     $(nproc) x $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
-echo "memory:  $(free -g | awk '/Mem:/ {print $2 " GB"}')"
-echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, before the run)"
+bench_machine
 echo "dpdk:    $(pkg-config --modversion libdpdk 2>/dev/null || echo '?'), tcptrace $(tcptrace -v 2>&1 | grep -o 'version [0-9.]*' | head -1)"
 echo "gateway: $GW ($(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?'))"
-echo "build:   $(meson introspect --buildoptions "$build" 2>/dev/null | $PY -c '
-import json, sys
-o = {x["name"]: x["value"] for x in json.load(sys.stdin)}
-print("buildtype=%s optimization=%s b_lto=%s b_ndebug=%s" % (o["buildtype"], o["optimization"], o["b_lto"], o["b_ndebug"]))' || echo '?')"
+echo "build:   $(build_line "$build")"
 echo "thp:     $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo '?')"
 
 echo "== captures"
