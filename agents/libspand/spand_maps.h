@@ -43,7 +43,7 @@ struct spand_prefix_key {
 
 /* spand_policy.flags */
 #define SPAND_POLICY_SET_CC 0x1u     /* switch congestion control to cc_name */
-#define SPAND_POLICY_SKIP_SS 0x2u    /* ssthresh := init_cwnd (via TCP_BPF_SNDCWND_CLAMP) */
+#define SPAND_POLICY_SKIP_SS 0x2u    /* ssthresh := ssthresh_segments or init_cwnd (the clamp) */
 #define SPAND_POLICY_CA_EMULATE 0x4u /* after the first window: raise the clamp 1 seg/RTT */
 /* spand_sock_state.flags only: the first window is paced, lift the rate after it */
 /* Divide the window and the pacing rate among the first windows in flight toward the client's
@@ -81,11 +81,18 @@ struct spand_policy {
   char cc_name[SPAND_CC_NAME_LEN]; /* with SPAND_POLICY_SET_CC */
   /* With SPAND_POLICY_SHARE: the least a shared window gets (the kernel's initial window). */
   spand_u32 min_cwnd_segments;
-  spand_u32 reserved;
+  /* With SPAND_POLICY_SKIP_SS: ssthresh and the clamp when above the initial window (slow start
+   * from the first window up to it); 0 = the initial window. */
+  spand_u32 ssthresh_segments;
   /* CLOCK_MONOTONIC time (bpf_ktime_get_ns) from which the program ignores the policy, so
    * that an agent that died without removing it (SIGKILL) stops applying its estimates when
    * they would have become too old (policy.max_age_s); 0 = no deadline. */
   spand_u64 expires_ns;
+  /* The cwnd set at the start when above init_cwnd_segments (0 = the same): the kernel paces at
+   * a ratio of cwnd / srtt, so it raises the first window's pacing toward
+   * pacing_rate_bytes_per_s; only init_cwnd_segments count as the first window. */
+  spand_u32 pacing_cwnd_segments;
+  spand_u32 reserved;
 };
 
 /* prefix_active's key: the client address masked to the agent's prefix length. */
@@ -94,7 +101,7 @@ struct spand_active_key {
 };
 
 /* Per-socket state kept by the program between callbacks, keyed by socket cookie. */
-#define SPAND_PHASE_FIRST_WINDOW 1u /* paced, ssthresh = clamp = init window */
+#define SPAND_PHASE_FIRST_WINDOW 1u /* paced; ssthresh = clamp = init window or above */
 #define SPAND_PHASE_AFTER 2u        /* pacing lifted; clamp raised once per RTT */
 struct spand_sock_state {
   spand_u32 phase;

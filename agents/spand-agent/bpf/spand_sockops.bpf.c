@@ -350,6 +350,8 @@ static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* s
  * stack first: map values may be replaced by the agent meanwhile. */
 static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struct spand_policy* p) {
   __u32 iw = p->init_cwnd_segments;
+  __u32 thresh = p->ssthresh_segments;
+  __u32 cwnd = p->pacing_cwnd_segments;
   __u32 flags = p->flags;
   __u64 rate = p->pacing_rate_bytes_per_s;
   char cc[SPAND_CC_NAME_LEN];
@@ -377,14 +379,22 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       count(SPAND_STAT_SHARED);
       iw /= share;
       rate /= share;
+      thresh /= share;
+      cwnd /= share;
       if (iw <= p->min_cwnd_segments) {
         iw = p->min_cwnd_segments ? p->min_cwnd_segments : 1;
         rate = 0;
+        thresh = 0;
+        cwnd = 0;
         flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
       }
     }
   }
-  v = (int)iw;
+  /* A larger cwnd only raises the kernel's pacing rate (ratio x cwnd / srtt) toward `rate`:
+   * without a rate it would only send more at once. ssthresh is never under the cwnd. */
+  if (!rate || cwnd < iw) cwnd = iw;
+  if (thresh < cwnd) thresh = cwnd;
+  v = (int)cwnd;
   if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_IW, &v, sizeof(v))) {
     /* Data already left (TCP_BPF_IW needs data_segs_out == 0): leave the socket alone. */
     count(SPAND_STAT_IW_FAILED);
@@ -393,7 +403,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   }
   if (flags & SPAND_POLICY_SKIP_SS) {
     /* The only ssthresh setter bpf_setsockopt has: the clamp sets ssthresh to the same value. */
-    v = (int)iw;
+    v = (int)thresh;
     if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_SNDCWND_CLAMP, &v, sizeof(v)))
       count(SPAND_STAT_CLAMP_FAILED);
     else
@@ -415,10 +425,12 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     if (share) count_down(skops);
     goto out;
   }
-  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share && !spand_measure_trains) {
+  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share && !spand_measure_trains &&
+      thresh == iw) {
     /* The default policy (clamp, pacing, congestion avoidance emulated) needs no socket state
      * during the first window: on_ack reads the window back from the clamp. State is created
      * once the first window is acked, so a connection that ends within it allocates none.
+     * (Only when the clamp is the first window: first_window_stateless reads it back.)
      * A socket that has state already (a spand_tune request after an establishment policy)
      * keeps using it. */
     st = bpf_sk_storage_get(&sock_state, sk, 0, 0);

@@ -216,6 +216,8 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   if (p.ca_emulate) val.flags |= SPAND_POLICY_CA_EMULATE;
   if (p.share_concurrent) val.flags |= SPAND_POLICY_SHARE;
   val.min_cwnd_segments = p.min_cwnd_segments;
+  val.ssthresh_segments = p.ssthresh_segments;
+  val.pacing_cwnd_segments = p.pacing_cwnd_segments;
   if (!p.congestion_control.empty()) {
     val.flags |= SPAND_POLICY_SET_CC;
     std::strncpy(val.cc_name, p.congestion_control.c_str(), sizeof(val.cc_name) - 1);

@@ -91,13 +91,17 @@ class LoggingApplier : public KernelApplier {
   bool upsert(const KernelPolicy& p, std::string& e) override {
     bool ok = inner_.upsert(p, e);
     if (ok)
-      std::fprintf(stderr,
-                   "spand-agent: applied port=%u prefix=%s init_cwnd=%u ssthresh=%s "
-                   "pacing_Bps=%llu syn_rto_ms=%u%s\n",
-                   p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments,
-                   p.skip_slow_start ? std::to_string(p.init_cwnd_segments).c_str() : "default",
-                   static_cast<unsigned long long>(p.pacing_rate_bytes_per_s), p.syn_rto_ms,
-                   p.capped ? " (capped)" : "");
+      std::fprintf(
+          stderr,
+          "spand-agent: applied port=%u prefix=%s init_cwnd=%u ssthresh=%s "
+          "pacing_Bps=%llu syn_rto_ms=%u cwnd=%u%s\n",
+          p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments,
+          p.skip_slow_start
+              ? std::to_string(p.ssthresh_segments ? p.ssthresh_segments : p.init_cwnd_segments)
+                    .c_str()
+              : "default",
+          static_cast<unsigned long long>(p.pacing_rate_bytes_per_s), p.syn_rto_ms,
+          std::max(p.init_cwnd_segments, p.pacing_cwnd_segments), p.capped ? " (capped)" : "");
     return ok;
   }
   // A deadline moved on: the policy itself is what was logged.
@@ -787,6 +791,8 @@ int run(int argc, char** argv) {
   const bool sample_paths = cfg.policy.path_rate && cfg.policy.window_rule == WindowRule::kRounds;
   if (sample_paths) {
     core.set_path_rates(&paths);
+    // The sock_ops program times first-flight ACK trains: the rate needs one in the window.
+    paths.require_trains(bpf_applier != nullptr);
     std::fprintf(stderr, "spand-agent: reading delivery rates every %u ms\n",
                  cfg.policy.path_rate_interval_ms);
   }

@@ -53,6 +53,8 @@ std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) c
     auto mid = trains.begin() + static_cast<std::ptrdiff_t>((trains.size() - 1) / 2);
     std::nth_element(trains.begin(), mid, trains.end());
     info.rate_bytes_per_s = std::max(info.rate_bytes_per_s, *mid);
+  } else if (require_trains_) {
+    info.rate_bytes_per_s = 0;
   }
   if (auto s = senders_.find(key_prefix); s != senders_.end()) {
     const auto sidx = static_cast<int64_t>(now_s / share_bucket_s_);

@@ -42,6 +42,12 @@ class PathRates {
   // One dump saw `senders` (> 0) of this host's connections starting toward the prefix.
   void observe_senders(const Prefix& key_prefix, uint32_t senders, double now_s);
   std::optional<PathInfo> get(const Prefix& key_prefix, double now_s) const;
+  // When ACK trains are timed (BPF mode), a window without a train has no rate: the delivery
+  // rate alone reads the bottleneck only once a flight reaches the BDP. On the paper's
+  // Scenario 3 (5.6 MB/s, 400 ms) the only readings of some 30 s windows were default transfers
+  // crawling in congestion avoidance after a loss, 29-130 KB/s, and 30 KB paced at that took
+  // 708 ms where the window over the RTT took 555.
+  void require_trains(bool on) { require_trains_ = on; }
   // Drops prefixes with no reading in the window.
   void expire(double now_s);
   size_t prefixes() const { return paths_.size(); }
@@ -64,6 +70,7 @@ class PathRates {
   };
   double bucket_s_;
   double share_bucket_s_;
+  bool require_trains_ = false;
   std::map<Prefix, std::array<Bucket, kBuckets>> paths_;
   std::map<Prefix, std::array<SenderBucket, 2>> senders_;
 };

@@ -57,6 +57,16 @@ uint32_t rounds_avoidance(uint64_t segments, uint32_t iw) {
   return rounds;
 }
 
+uint32_t rounds_from(uint64_t segments, uint32_t iw, uint32_t ssthresh) {
+  uint32_t rounds = 0;
+  for (uint64_t sent = 0, w = std::max<uint32_t>(iw, 1); sent < segments;) {
+    sent += w;
+    ++rounds;
+    w = w < ssthresh ? std::min<uint64_t>(2 * w, ssthresh) : w + 1;
+  }
+  return rounds;
+}
+
 namespace {
 
 // WindowRule::kRounds (docs/DESIGN.md, "Rules the benefit lab chose"):
@@ -100,8 +110,16 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     senders = path->senders;
     window = static_cast<uint32_t>(window / senders);
   }
+  // Where slow start stops: the path's BDP (shared as the window is), or the window itself.
+  // Default Linux has no such bound (ssthresh starts infinite), so a transfer longer than the
+  // window grows no faster than the kernel's would, from a larger start; measured on the paper's
+  // Scenario 3 (1 MB at a 64-segment cap: congestion avoidance from 64 needs more rounds than
+  // slow start from 10, slow start from 64 up to the BDP fewer).
+  const auto bdp_shared =
+      static_cast<uint32_t>(std::min<double>(bdp_segments / senders, SPAND_WC_MAX_SEGMENTS));
+  uint32_t ssthresh = std::max(window, bdp_shared);
   if (window <= iw_kernel ||
-      rounds_avoidance(segments, window) >= rounds_slow_start(segments, iw_kernel))
+      rounds_from(segments, window, ssthresh) >= rounds_slow_start(segments, iw_kernel))
     return {SkipReason::kNoGain, {}};
 
   KernelPolicy& p = d.policy;
@@ -128,7 +146,27 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     // buffer, every transfer retransmitted, 1.45 x default's time).
     const uint64_t per_rtt = spand_pacing_rate_bytes_per_s(window, policy.mss_bytes, prop_rtt_us);
     p.pacing_rate_bytes_per_s = rate ? static_cast<uint64_t>(double(rate) / senders) : per_rtt;
+    if (rate && segments <= window) {
+      // The kernel paces at 2 x cwnd x MSS / srtt in slow start (tcp_update_pacing_rate:
+      // tcp_pacing_ss_ratio 200 % while cwnd < ssthresh / 2, else 120 %), never above
+      // SO_MAX_PACING_RATE. A 21-segment window on a 400 ms path is thus paced at 91 KB/s on a
+      // 5.6 MB/s bottleneck (Scenario 3's 30 KB: 593 ms against a limit of 405). The cwnd that
+      // makes the kernel's own rate reach the measured one (srtt is the handshake's RTT, the
+      // estimate's RTT when it is longer than the propagation RTT), within the cap; ssthresh
+      // above twice it keeps the slow-start ratio. Only when the transfer fits the window: its
+      // segments are all there is to send, and the first window ends when they are acked.
+      const double srtt_guess_us = std::max(prop_rtt_us, est.rtt_ms * 1000.0);
+      const double want =
+          double(p.pacing_rate_bytes_per_s) * srtt_guess_us / 1e6 / (2.0 * policy.mss_bytes);
+      const auto lever =
+          static_cast<uint32_t>(std::min<double>(std::ceil(want), policy.max_initial_cwnd));
+      if (lever > window) {
+        p.pacing_cwnd_segments = lever;
+        ssthresh = std::max(ssthresh, 2 * lever + 1);
+      }
+    }
   }
+  if (p.skip_slow_start && ssthresh > window) p.ssthresh_segments = ssthresh;
   return d;
 }
 

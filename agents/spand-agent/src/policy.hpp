@@ -34,8 +34,16 @@ struct PolicyKey {
 
 struct KernelPolicy {
   PolicyKey key;
-  uint32_t init_cwnd_segments = 0;
-  bool skip_slow_start = false;  // ssthresh := init_cwnd_segments
+  uint32_t init_cwnd_segments = 0;  // the first window: segments sent before any ACK counts
+  bool skip_slow_start = false;     // ssthresh := ssthresh_segments (or init_cwnd_segments)
+  // With skip_slow_start: where slow start stops (the path's BDP in segments), 0 = the first
+  // window itself. Above it the window grows by slow start up to it, then one segment per round.
+  uint32_t ssthresh_segments = 0;
+  // The cwnd set at the start, at least init_cwnd_segments (0 = the same): the kernel paces at
+  // ratio x cwnd x MSS / srtt under SO_MAX_PACING_RATE, so on a long path a small first window
+  // is paced far below the measured rate unless cwnd is raised (docs/DESIGN.md, rule 3). Only
+  // init_cwnd_segments count as the first window.
+  uint32_t pacing_cwnd_segments = 0;
   bool ca_emulate = false;
   uint64_t pacing_rate_bytes_per_s = 0;  // 0: no pacing
   uint32_t srtt_us = 0;
@@ -75,6 +83,9 @@ Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
 // congestion avoidance (one segment more each round).
 uint32_t rounds_slow_start(uint64_t segments, uint32_t iw);
 uint32_t rounds_avoidance(uint64_t segments, uint32_t iw);
+// From `iw`, slow start up to `ssthresh` (the window doubles but stops there), then one
+// segment more each round: rounds_avoidance when ssthresh <= iw.
+uint32_t rounds_from(uint64_t segments, uint32_t iw, uint32_t ssthresh);
 
 // SYN/SYN-ACK RTO from an RTT: srtt + 4 * rttvar with rttvar = srtt / 2 (RFC 6298's first
 // sample), kept within [200 ms, 1 s]: never longer than the kernel's 1 s default.

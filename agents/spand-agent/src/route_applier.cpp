@@ -173,7 +173,8 @@ bool RouteApplier::upsert(const KernelPolicy& p, std::string& error) {
   nlattr* metrics = mnl_attr_nest_start(nlh, RTA_METRICS);
   mnl_attr_put_u32(nlh, RTAX_INITCWND, p.init_cwnd_segments);
   if (p.skip_slow_start) {
-    mnl_attr_put_u32(nlh, RTAX_SSTHRESH, p.init_cwnd_segments);
+    mnl_attr_put_u32(nlh, RTAX_SSTHRESH,
+                     p.ssthresh_segments ? p.ssthresh_segments : p.init_cwnd_segments);
     mnl_attr_put_u32(nlh, RTAX_LOCK, 1u << RTAX_SSTHRESH);
   }
   if (p.srtt_us) {

@@ -25,6 +25,7 @@ Exit status: 0 done (smoke: the loop works), 1 smoke check failed or the run fai
 """
 import argparse
 import datetime
+import fcntl
 import json
 import math
 import os
@@ -45,6 +46,7 @@ sys.path.insert(0, HERE)
 import analyze  # noqa: E402
 
 PY = '/usr/bin/python3'
+LOCK_PATH = '/tmp/spand-benefit-lab.lock'
 NS_SRV, NS_SRV2, NS_RTR, NS_DLY, NS_CLI = 'sb-srv', 'sb-srv2', 'sb-rtr', 'sb-dly', 'sb-cli'
 ALL_NS = (NS_SRV, NS_SRV2, NS_RTR, NS_DLY, NS_CLI)
 CG_ROOT = '/sys/fs/cgroup/unified' if os.path.exists('/sys/fs/cgroup/unified/cgroup.procs') \
@@ -564,11 +566,13 @@ def applied_lines(agent, t_first):
     out = []
     for t, line in list(agent.lines):
         m = re.search(r'applied port=(\d+) prefix=(\S+) init_cwnd=(\d+) ssthresh=(\S+) '
-                      r'pacing_Bps=(\d+) syn_rto_ms=(\d+)', line)
+                      r'pacing_Bps=(\d+) syn_rto_ms=(\d+)(?: cwnd=(\d+))?', line)
         if m:
             out.append({'t_s': round(t - t_first, 3), 'port': int(m.group(1)), 'prefix': m.group(2),
                         'init_cwnd': int(m.group(3)), 'ssthresh': m.group(4),
-                        'pacing_Bps': int(m.group(5)), 'syn_rto_ms': int(m.group(6))})
+                        'pacing_Bps': int(m.group(5)), 'syn_rto_ms': int(m.group(6)),
+                        # the cwnd set (above init_cwnd when it raises the kernel's pacing)
+                        'cwnd': int(m.group(7) or m.group(3))})
     return out
 
 
@@ -769,7 +773,7 @@ def smoke_check(cfg, out, agent, t_first):
     latest = {}
     for l in applied_lines(agent, t_first):
         if l['port'] == port:
-            latest[l['prefix']] = l['init_cwnd']
+            latest[l['prefix']] = l['cwnd']
     ok = True
     for line in open(os.path.join(out, 'transfers.jsonl')):
         t = json.loads(line)
@@ -814,6 +818,15 @@ def main():
     if os.geteuid() != 0:
         say('needs root (namespaces, cgroups, BPF)')
         return 77
+    # One lab at a time on a machine: a second run (or the integration suite's smoke run) would
+    # remove the first one's namespaces at its start and kill its transfers. The lock is held
+    # until exit; it is not the file an outer `flock` may hold, so wrapping a run in one is fine.
+    lock = open(LOCK_PATH, 'a')
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        say(f'another lab run holds {LOCK_PATH}; waiting for it')
+        fcntl.flock(lock, fcntl.LOCK_EX)
     if args.cleanup:
         cleanup()
         return 0

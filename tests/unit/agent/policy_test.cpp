@@ -169,6 +169,71 @@ TEST(RoundsRule, PacedAtTheMeasuredRateWhenThereIsOneElseTheWindowPerRtt) {
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 5'000'000u);
 }
 
+TEST(RoundsRule, RoundsFromAWindowWithSlowStartUpToAThreshold) {
+  EXPECT_EQ(rounds_from(21, 21, 21), 1u);
+  EXPECT_EQ(rounds_from(70, 35, 35), rounds_avoidance(70, 35));
+  EXPECT_EQ(rounds_from(691, 30, 0), rounds_avoidance(691, 30));
+  EXPECT_EQ(rounds_from(100, 10, 20), 6u);    // 10, 20, 21, 22, 23 = 96, then 24
+  EXPECT_EQ(rounds_from(691, 64, 1553), 4u);  // 64 + 128 + 256 + 512 = 960
+  EXPECT_EQ(rounds_from(691, 64, 100), 8u);   // 64, 100, 101 ... 105 = 679, then 106
+}
+
+TEST(RoundsRule, ALongTransferSlowStartsFromTheCappedWindowUpToTheBdp) {
+  // The paper's Scenario 3: 45 Mbit/s (5.625 MB/s), 400 ms, a 10 KB buffer; 1 MB = 691
+  // segments with the window capped at 64. Congestion avoidance from 64 takes 11 rounds
+  // (64 + 65 + ... + 73 = 685), slow start from IW10 7 (10 ... 320 = 630): the rounds rule
+  // left it to the kernel. Slow start from 64 up to the BDP (5.625 MB/s x 400 ms / 1448 B =
+  // 1553 segments) takes 4.
+  PolicyConfig pol;
+  Estimate est = E("198.51.100.0/24", 12, 400);
+  est.min_rtt_ms = 400;
+  PathInfo path{5'625'000, 400'000, 10};
+  Decision d = decide(est, 0, port(1'000'000), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 64u);
+  EXPECT_TRUE(d.policy.skip_slow_start);
+  EXPECT_EQ(d.policy.ssthresh_segments, 1553u);
+  EXPECT_EQ(d.policy.pacing_cwnd_segments, 0u);  // the transfer is longer than the window
+  // Without a rate there is no BDP: the window's own congestion avoidance, which loses.
+  PathInfo no_rate{0, 400'000, 10};
+  EXPECT_EQ(decide(est, 0, port(1'000'000), pol, {}, &no_rate).skip, SkipReason::kNoGain);
+}
+
+TEST(RoundsRule, OnALongPathTheCwndRaisesTheKernelsPacingToTheMeasuredRate) {
+  PolicyConfig pol;
+  // Scenario 3, 30 KB (21 segments): the kernel would pace 21 segments at 1.2 x 21 x 1448 B /
+  // 400 ms = 91 KB/s on a 5.625 MB/s path. The cwnd for 2 x cwnd x 1448 / 0.4 s >= 5.625 MB/s
+  // is 777, above the cap: 64, with ssthresh above twice it (the slow-start ratio).
+  Estimate est = E("198.51.100.0/24", 21, 400);
+  est.min_rtt_ms = 400;
+  PathInfo path{5'625'000, 400'000, 10};
+  Decision d = decide(est, 0, port(21 * 1448), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 21u);
+  EXPECT_EQ(d.policy.pacing_cwnd_segments, 64u);
+  EXPECT_EQ(d.policy.ssthresh_segments, 1553u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 5'625'000u);
+  // The idle path (10 Mbit/s, 50 ms): 1.25 MB/s x 50 ms / (2 x 1448 B) = 21.6 -> 22; ssthresh
+  // max(BDP 43, 2 x 22 + 1).
+  Estimate idle = E("198.51.100.0/24", 25, 50);
+  idle.min_rtt_ms = 50;
+  PathInfo idle_path{1'250'000, 50'000, 10};
+  d = decide(idle, 0, port(21 * 1448), pol, {}, &idle_path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 21u);
+  EXPECT_EQ(d.policy.pacing_cwnd_segments, 22u);
+  EXPECT_EQ(d.policy.ssthresh_segments, 45u);
+  // The queueing RTT counts when longer (the handshake's srtt is what the kernel divides by).
+  idle.rtt_ms = 100;
+  d = decide(idle, 0, port(21 * 1448), pol, {}, &idle_path);
+  EXPECT_EQ(d.policy.pacing_cwnd_segments, 44u);  // 1.25 MB/s x 100 ms / 2896 B = 43.2
+  // No measured rate: nothing to raise the pacing to.
+  d = decide(est, 0, port(21 * 1448), pol, {});
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.pacing_cwnd_segments, 0u);
+  EXPECT_EQ(d.policy.ssthresh_segments, 0u);
+}
+
 TEST(RoundsRule, ThePathAloneIsEnoughWithoutAUsableEstimate) {
   PolicyConfig pol;
   // Scenario 2's path: 1.6 Mbit/s, 400 ms; IW10 overflows its 10 KB buffer, so the gateway has
@@ -296,6 +361,26 @@ TEST(PathRates, AckTrainsCountByTheirMedianNotTheirMax) {
   EXPECT_EQ(two.get(p, 2)->rate_bytes_per_s, 100u);
   // Trains leave the window with their bucket.
   EXPECT_FALSE(two.get(p, 75).has_value());
+}
+
+TEST(PathRates, WithTrainsTimedAWindowWithoutOneHasNoRate) {
+  // Scenario 3 (5.6 MB/s, 400 ms): a default transfer crawling after a loss delivers 54 KB/s
+  // (15 segments per 400 ms); with no train in the window that was the rate spand paced at.
+  const Prefix p = P("198.51.100.0/24");
+  PathRates r(60);
+  r.require_trains(true);
+  r.observe(p, 54'000, 400'000, 1);
+  auto i = r.get(p, 2);
+  ASSERT_TRUE(i.has_value());
+  EXPECT_EQ(i->rate_bytes_per_s, 0u);  // no rate ...
+  EXPECT_EQ(i->min_rtt_us, 400'000u);  // ... but the RTT and the reading count
+  EXPECT_EQ(i->samples, 1u);
+  r.observe_train(p, 5'600'000, 3);
+  EXPECT_EQ(r.get(p, 4)->rate_bytes_per_s, 5'600'000u);
+  // Without trains timed (route mode), the delivery rate is the rate.
+  PathRates plain(60);
+  plain.observe(p, 54'000, 400'000, 1);
+  EXPECT_EQ(plain.get(p, 2)->rate_bytes_per_s, 54'000u);
 }
 
 }  // namespace
