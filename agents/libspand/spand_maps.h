@@ -115,7 +115,7 @@ struct spand_sock_state {
   spand_u64 train_last_ns;      /* and its time */
   spand_u64 train_rate;         /* bytes per second over the train so far */
   spand_u32 unclass_mark;       /* snd_nxt when the first window was acked */
-  spand_u32 pad;
+  spand_u32 train_pacing;       /* the kernel's pacing rate (B/s) at the flight's first ACK */
 };
 
 /* stats array indices (per-CPU counters read by the agent and the tests) */
@@ -138,6 +138,7 @@ enum spand_stat {
   SPAND_STAT_TRAIN_RATED,    /* ... that gave a rate reading (prefix_rate) */
   SPAND_STAT_SHARED,         /* first windows shared with others in flight (prefix_active) */
   SPAND_STAT_EXPIRED,        /* a policy or spand_tune request found past its expires_ns */
+  SPAND_STAT_TRAIN_OWN_PACE, /* trains not recorded: they read the socket's own pacing */
   SPAND_STAT_COUNT
 };
 
