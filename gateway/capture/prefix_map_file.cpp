@@ -7,7 +7,49 @@
 #include <fstream>
 #include <sstream>
 
+#include "capture/prefix_parse.hpp"
+
 namespace spand {
+namespace {
+
+std::string_view trim(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\r");
+  if (b == std::string_view::npos) return {};
+  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+}
+
+}  // namespace
+
+bool parse_prefix_map(std::string_view text, PrefixMap& out, std::string& error) {
+  PrefixMap m;
+  size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
+      line = line.substr(0, hash);
+    }
+    line = trim(line);
+    if (line.empty()) continue;
+    Prefix p;
+    bool host_bits = false;
+    if (!parse_prefix(line, p, host_bits)) {
+      error = "line " + std::to_string(line_no) + ": '" + std::string(line) +
+              "' is not an IPv4 or IPv6 prefix (address/length)";
+      return false;
+    }
+    if (host_bits) {
+      error = "line " + std::to_string(line_no) + ": '" + std::string(line) +
+              "' has host bits set below its length (the network is " + p.to_string() + ")";
+      return false;
+    }
+    m.insert(p, uint32_t(line_no));
+  }
+  out = std::move(m);
+  return true;
+}
 
 bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::string& error) {
   std::ifstream in(path);
@@ -19,7 +61,7 @@ bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::stri
   text << in.rdbuf();
   auto map = std::make_shared<PrefixMap>();
   std::string why;
-  if (!PrefixMap::parse(text.str(), *map, why)) {
+  if (!parse_prefix_map(text.str(), *map, why)) {
     error = "--prefix-map: " + path + ": " + why;
     return false;
   }

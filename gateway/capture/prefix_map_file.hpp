@@ -7,11 +7,18 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "dataplane/prefix_map.hpp"
 
 namespace spand {
+
+// The map file's text: one CIDR prefix per line (IPv4 or IPv6, "198.51.100.0/22",
+// "2001:db8::/32"); a bare address is its host prefix; '#' starts a comment; blank lines and
+// surrounding blanks are ignored. Host bits set below the length are an error (a typo more often
+// than intended). False with "line N: why" in `error` (and `out` unchanged).
+bool parse_prefix_map(std::string_view text, PrefixMap& out, std::string& error);
 
 // Reads and parses `path` into `source` (replacing its map). False with the reason in `error`.
 bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::string& error);

@@ -15,6 +15,7 @@
 
 #include "capture/collector.hpp"
 #include "capture/prefix_map_file.hpp"
+#include "capture/prefix_parse.hpp"
 #include "capture/source.hpp"
 #include "control/cli_checks.hpp"
 #include "control/config_file.hpp"

@@ -6,8 +6,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "estimates/window_reader.hpp"
 #include "process_metrics.hpp"
-#include "service/window_pipe.hpp"
 
 namespace spand {
 namespace {
@@ -16,22 +16,18 @@ constexpr size_t kMaxQueuedReports = 1'000'000;
 constexpr std::chrono::milliseconds kMetricsPeriod{250};
 }  // namespace
 
-// One reader thread's connection: exactly one of the two.
+// One reader thread's connection.
 struct StorePool::Reader {
-  std::unique_ptr<WindowPipe> pipe;
-  std::unique_ptr<RedisStore> store;
-  std::vector<WindowRead> reads;  // store: the batch in RedisStore's form
+  std::unique_ptr<WindowReader> reader;
+  std::vector<WindowRead*> reads;  // the batch as the reader takes it
 };
 
 StorePool::StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch)
     : misc_(opts), max_batch_(std::max<size_t>(max_batch, 1)) {
   for (size_t i = 0; i < std::max<size_t>(connections, 1); ++i) {
     auto r = std::make_unique<Reader>();
-    if (opts.cluster_seeds.empty()) {
-      r->pipe = std::make_unique<WindowPipe>(opts.endpoint, opts.conn, opts.window);
-    } else {
-      r->store = std::make_unique<RedisStore>(opts);
-    }
+    r->reader = make_window_reader(opts);
+    r->reads.reserve(max_batch_);
     readers_.push_back(std::move(r));
   }
   for (auto& r : readers_) threads_.emplace_back([this, reader = r.get()] { run(*reader); });
@@ -89,21 +85,8 @@ void StorePool::run(Reader& r) {
     ++batches_;
     reads_ += n;
     lock.unlock();
-    if (r.pipe) {
-      r.pipe->read(batch.data(), n);
-    } else {
-      r.reads.resize(n);
-      for (size_t i = 0; i < n; ++i) {
-        r.reads[i].prefix = batch[i]->prefix;
-        r.reads[i].now_ns = batch[i]->now_ns;
-      }
-      r.store->read_windows(r.reads);
-      for (size_t i = 0; i < n; ++i) {
-        batch[i]->acc = r.reads[i].acc;
-        batch[i]->ok = r.reads[i].ok;
-        batch[i]->error = std::move(r.reads[i].error);
-      }
-    }
+    r.reads.assign(batch.begin(), batch.end());
+    r.reader->read(r.reads.data(), n);
     for (size_t i = 0; i < n; ++i) batch[i]->complete();  // may free the op
     lock.lock();
   }

@@ -29,11 +29,11 @@ namespace spand {
 // Several Redis connections behind one EstimateStore and AsyncWindowReader. Reads are queued;
 // each connection has a reader thread that takes every read queued at that moment (up to
 // `max_batch`) and sends them as one pipeline (one HMGET each, one round trip), then completes
-// them from its own thread. On a single node the pipeline is a WindowPipe (window_pipe.hpp); on
-// a Redis Cluster it is a RedisStore. Under load one syscall pair and one Redis wakeup serve many
-// Gets; when idle a read goes out at once, alone. Up to `connections` pipelines are in flight. The
-// queue's lock is never held across a Redis round trip. write and top_prefixes use a connection
-// of their own.
+// them from its own thread (estimates/window_reader.hpp: on a single node one send and replies
+// decoded in place, on a Redis Cluster RedisStore's routing). Under load one syscall pair and one
+// Redis wakeup serve many Gets; when idle a read goes out at once, alone. Up to `connections`
+// pipelines are in flight. The queue's lock is never held across a Redis round trip. write and
+// top_prefixes use a connection of their own.
 class StorePool final : public EstimateStore, public AsyncWindowReader {
  public:
   StorePool(const RedisStoreOptions& opts, size_t connections, size_t max_batch = 256);

@@ -34,11 +34,10 @@ Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg);
 // Prefix of an explicit length (v4 length for IPv4-mapped addresses).
 Prefix prefix_with_len(const IpAddr& addr, uint8_t len);
 
-// "198.51.100.7" or "2001:db8::1" (IPv4-mapped addresses print as IPv4).
+// "198.51.100.7" or "2001:db8::1" (IPv4-mapped addresses print as IPv4). Text into a Prefix is
+// parsed above the data plane, by the project's one parser (common/net/ip_prefix.hpp; the
+// gateway's use of it: capture/prefix_parse.hpp).
 std::string addr_to_string(const IpAddr& a);
-// Parses "a.b.c.d", "x::y", or either with "/len". Without a length the address's full length is
-// used. False on anything else (length out of range included).
-bool parse_prefix(const std::string& text, Prefix& out);
 
 struct PrefixHash {
   size_t operator()(const Prefix& p) const noexcept;

@@ -2,6 +2,7 @@
 // 24-bit heuristic): clients grouped by the routed prefixes that cover them, read from a CIDR list
 // (e.g. a BGP RIB dump), by longest-prefix match. Control side, like prefix_text.cpp: called by
 // the collector, the Redis writer and the service for each sample or query, never per packet.
+// The file's text is parsed by capture/prefix_map_file.cpp.
 #pragma once
 
 #include <atomic>
@@ -18,11 +19,8 @@ namespace spand {
 
 class PrefixMap {
  public:
-  // One CIDR prefix per line (IPv4 or IPv6, "198.51.100.0/22", "2001:db8::/32"); a bare address
-  // is its host prefix; '#' starts a comment; blank lines and surrounding blanks are ignored.
-  // Host bits set below the length are an error (a typo more often than intended). False with
-  // "line N: why" in `error`.
-  static bool parse(std::string_view text, PrefixMap& out, std::string& error);
+  // Adds `p` (host bits already clear), remembering the line of the file it came from.
+  void insert(const Prefix& p, uint32_t line_no);
   // The longest prefix that covers `addr`; false if none does.
   bool longest_match(const IpAddr& addr, Prefix& out) const;
   size_t size() const { return prefixes_.size(); }

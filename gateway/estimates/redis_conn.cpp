@@ -1,9 +1,12 @@
 #include "estimates/redis_conn.hpp"
 
 #include <hiredis/hiredis.h>
+#include <sys/socket.h>
 #include <sys/time.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "estimates/sha1.hpp"
@@ -162,7 +165,9 @@ void RedisConn::close() {
   if (ctx_) redisFree(ctx_);
   ctx_ = nullptr;
   appended_unsent_ = 0;
+  appended_unread_ = 0;
   unflushed_bytes_ = 0;
+  in_begin_ = in_end_ = 0;
 }
 
 bool RedisConn::connect(const RedisEndpoint& ep, const RedisConnOptions& opts, std::string& error) {
@@ -207,6 +212,7 @@ void RedisConn::append(const RedisArgv& argv) {
   }
   redisAppendCommandArgv(ctx_, int(argv.size()), ptrs.data(), lens.data());
   ++appended_unsent_;
+  ++appended_unread_;
   for (size_t l : lens) unflushed_bytes_ += l + 16;
   // hiredis drops written bytes from the front of one buffer (a memmove of the rest per write):
   // a 100k-command pipeline kept whole costs quadratic time. Writing as we go keeps it small;
@@ -225,6 +231,11 @@ bool RedisConn::read(RedisReply& out, std::string& error) {
     error = "redis " + ep_.to_string() + ": not connected";
     return false;
   }
+  if (in_begin_ != in_end_) {
+    error = "redis " + ep_.to_string() + ": replies of a raw pipeline left unread";
+    close();
+    return false;
+  }
   unflushed_bytes_ = 0;
   if (appended_unsent_ > 0) {
     ++round_trips_;
@@ -240,6 +251,7 @@ bool RedisConn::read(RedisReply& out, std::string& error) {
   }
   copy_reply(static_cast<redisReply*>(raw), out);
   freeReplyObject(raw);
+  if (appended_unread_ > 0) --appended_unread_;
   return true;
 }
 
@@ -250,6 +262,69 @@ bool RedisConn::command(const RedisArgv& argv, RedisReply& out, std::string& err
   }
   append(argv);
   return read(out, error);
+}
+
+bool RedisConn::send_raw(std::string_view commands, size_t count, std::string& error) {
+  if (!ctx_) {
+    error = "redis " + ep_.to_string() + ": not connected";
+    return false;
+  }
+  // The replies must arrive in our buffer, not hiredis's: nothing of an argv pipeline may be
+  // outstanding, nor anything of an earlier raw one.
+  if (appended_unread_ > 0 || ctx_->reader->pos < ctx_->reader->len || in_begin_ != in_end_) {
+    error = "redis " + ep_.to_string() + ": raw pipeline sent while other replies are unread";
+    close();
+    return false;
+  }
+  in_begin_ = in_end_ = 0;
+  size_t off = 0;
+  while (off < commands.size()) {
+    const ssize_t n = ::send(ctx_->fd, commands.data() + off, commands.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = "redis " + ep_.to_string() + ": " +
+              (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? std::string("write timeout")
+                                                                  : std::strerror(errno));
+      close();
+      return false;
+    }
+    off += size_t(n);
+  }
+  ++round_trips_;
+  commands_sent_ += count;
+  return true;
+}
+
+bool RedisConn::receive_more(std::string& error) {
+  if (!ctx_) {
+    error = "redis " + ep_.to_string() + ": not connected";
+    return false;
+  }
+  constexpr size_t kInitialBytes = 64 * 1024;
+  if (in_.empty()) in_.resize(kInitialBytes);
+  if (in_begin_ == in_end_) {
+    in_begin_ = in_end_ = 0;
+  } else if (in_begin_ > 0 && in_end_ == in_.size()) {
+    std::memmove(in_.data(), in_.data() + in_begin_, in_end_ - in_begin_);
+    in_end_ -= in_begin_;
+    in_begin_ = 0;
+  }
+  if (in_end_ == in_.size()) in_.resize(in_.size() * 2);  // one reply larger than the buffer
+  for (;;) {
+    // Blocking, bounded by the command timeout (redisSetTimeout's SO_RCVTIMEO).
+    const ssize_t n = ::recv(ctx_->fd, in_.data() + in_end_, in_.size() - in_end_, 0);
+    if (n > 0) {
+      in_end_ += size_t(n);
+      return true;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    error = "redis " + ep_.to_string() + ": " +
+            (n == 0                                    ? std::string("connection closed")
+             : errno == EAGAIN || errno == EWOULDBLOCK ? std::string("read timeout")
+                                                       : std::string(std::strerror(errno)));
+    close();
+    return false;
+  }
 }
 
 std::string script_sha1(std::string_view source) {

@@ -1,13 +1,13 @@
 #include "estimates/redis_schema.hpp"
 
-#include <arpa/inet.h>
-
 #include <algorithm>
 #include <array>
 #include <cfloat>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+
+#include "net/ip_prefix.hpp"
 
 namespace spand {
 
@@ -164,30 +164,10 @@ std::vector<uint64_t> window_buckets(uint64_t now_ns, uint32_t window_s, uint32_
 }
 
 bool parse_cidr(std::string_view text, Prefix& out) {
-  size_t slash = text.find('/');
-  if (slash == std::string_view::npos || slash + 1 >= text.size() || slash > 45) return false;
-  // inet_pton stops at a NUL: "198.51.100.0\0x/24" would read as 198.51.100.0/24.
-  if (text.substr(0, slash).find('\0') != std::string_view::npos) return false;
-  char addr[64];
-  text.substr(0, slash).copy(addr, slash);
-  addr[slash] = 0;
-  unsigned len = 0;
-  for (char c : text.substr(slash + 1)) {
-    if (c < '0' || c > '9' || len > 128) return false;
-    len = len * 10 + unsigned(c - '0');
-  }
-  IpAddr ip;
-  uint8_t raw[16];
-  if (inet_pton(AF_INET, addr, raw) == 1) {
-    if (len > 32) return false;
-    ip = IpAddr::from_v4(raw);
-  } else if (inet_pton(AF_INET6, addr, raw) == 1) {
-    if (len > 128) return false;
-    ip = IpAddr::from_v6(raw);
-  } else {
-    return false;
-  }
-  out = prefix_with_len(ip, uint8_t(len));
+  net::IpText t;
+  if (net::parse_ip_text(text, t) != net::IpTextError::kNone || !t.has_len) return false;
+  const IpAddr ip = IpAddr::from_v6(t.addr.data());  // IPv4 arrives IPv4-mapped, as IpAddr
+  out = prefix_with_len(ip, uint8_t(t.len));
   return out.net == ip;
 }
 

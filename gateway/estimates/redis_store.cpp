@@ -221,17 +221,17 @@ RedisCommand RedisStore::read_command(const Prefix& prefix, uint64_t now_ns) con
   return c;
 }
 
-void RedisStore::read_windows(std::vector<WindowRead>& reads) {
+void RedisStore::read_windows(WindowRead* const* reads, size_t n) {
   std::vector<RedisCommand> cmds;
-  cmds.reserve(reads.size());
-  for (const WindowRead& r : reads) cmds.push_back(read_command(r.prefix, r.now_ns));
+  cmds.reserve(n);
+  for (size_t i = 0; i < n; ++i) cmds.push_back(read_command(reads[i]->prefix, reads[i]->now_ns));
   std::vector<RedisResult> results;
   {
     std::lock_guard lock(mu_);
     exec_->execute(cmds, results);
   }
-  for (size_t i = 0; i < reads.size(); ++i) {
-    WindowRead& r = reads[i];
+  for (size_t i = 0; i < n; ++i) {
+    WindowRead& r = *reads[i];
     r.error.clear();
     r.ok = false;
     if (!results[i].delivered)
@@ -245,11 +245,13 @@ bool RedisStore::read_windows(const std::vector<Prefix>& prefixes, uint64_t now_
                               std::vector<Accumulator>& out, std::vector<uint8_t>& ok,
                               std::string& error) {
   std::vector<WindowRead> reads(prefixes.size());
+  std::vector<WindowRead*> ptrs(prefixes.size());
   for (size_t i = 0; i < prefixes.size(); ++i) {
     reads[i].prefix = prefixes[i];
     reads[i].now_ns = now_ns;
+    ptrs[i] = &reads[i];
   }
-  read_windows(reads);
+  read_windows(ptrs.data(), ptrs.size());
   out.assign(prefixes.size(), Accumulator{});
   ok.assign(prefixes.size(), 0);
   bool all = true;

@@ -52,15 +52,6 @@ class UpdateSink {
   virtual uint64_t reconnects() const { return 0; }
 };
 
-// One prefix's window read, for batched reads (each with its own "now").
-struct WindowRead {
-  Prefix prefix;
-  uint64_t now_ns = 0;
-  Accumulator acc;    // out
-  bool ok = false;    // out
-  std::string error;  // out, when !ok
-};
-
 struct RedisStoreStats {
   uint64_t duplicates_skipped = 0;  // updates a retry found already applied
   uint64_t activity_errors = 0;     // activity/clock writes that failed (retried next flush)
@@ -91,8 +82,9 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   // Many prefixes, one round trip per node. ok[i] = 0 where that prefix's read failed.
   bool read_windows(const std::vector<Prefix>& prefixes, uint64_t now_ns,
                     std::vector<Accumulator>& out, std::vector<uint8_t>& ok, std::string& error);
-  // Many reads, each with its own window end: one HMGET each, one round trip per node.
-  void read_windows(std::vector<WindowRead>& reads);
+  // Many reads, each with its own window end: one HMGET each, one round trip per node (the
+  // estimate service reads through window_reader.hpp, which uses this on a Redis Cluster).
+  void read_windows(WindowRead* const* reads, size_t n);
   // The newest capture time written by any gateway (0 if none yet).
   bool read_clock(uint64_t& now_ns, std::string& error);
 

@@ -33,6 +33,15 @@ struct BucketUpdate {
   SampleOrigin origin = SampleOrigin::kGateway;
 };
 
+// One prefix's window read, for batched reads (each with its own "now"): window_reader.hpp.
+struct WindowRead {
+  Prefix prefix;
+  uint64_t now_ns = 0;
+  Accumulator acc;    // out
+  bool ok = false;    // out
+  std::string error;  // out, when !ok
+};
+
 struct PrefixActivity {
   Prefix prefix;
   uint64_t samples = 0;

@@ -1,30 +1,13 @@
 #include "service/address.hpp"
 
-#include <arpa/inet.h>
-
-#include <charconv>
+#include "net/ip_prefix.hpp"
 
 namespace spand {
 namespace {
 
 constexpr size_t kMaxAddressChars = 64;  // longest IPv6 text with a /128 is 43 characters
 
-bool parse_ip(const std::string& text, IpAddr& out) {
-  // inet_pton reads up to the first NUL: "1.2.3.4\0evil" would pass as 1.2.3.4.
-  if (text.find('\0') != std::string::npos) return false;
-  uint8_t buf[16];
-  if (inet_pton(AF_INET, text.c_str(), buf) == 1) {
-    out = IpAddr::from_v4(buf);
-    return true;
-  }
-  if (inet_pton(AF_INET6, text.c_str(), buf) == 1) {
-    out = IpAddr::from_v6(buf);
-    return true;
-  }
-  return false;
-}
-
-// Splits "addr[/len]"; `len` is -1 when absent.
+// Parses "addr[/len]" (net::parse_ip_text); `len` is -1 when absent.
 bool split(std::string_view text, const PrefixConfig& cfg, IpAddr& addr, int& len,
            std::string& error) {
   if (text.empty()) {
@@ -35,25 +18,22 @@ bool split(std::string_view text, const PrefixConfig& cfg, IpAddr& addr, int& le
     error = "address is too long";
     return false;
   }
-  len = -1;
-  std::string_view host = text;
-  if (const size_t slash = text.find('/'); slash != std::string_view::npos) {
-    host = text.substr(0, slash);
-    const std::string_view len_text = text.substr(slash + 1);
-    unsigned value = 0;
-    const auto [end, ec] =
-        std::from_chars(len_text.data(), len_text.data() + len_text.size(), value);
-    if (len_text.empty() || ec != std::errc() || end != len_text.data() + len_text.size() ||
-        value > 255) {
-      error = "prefix length '" + std::string(len_text) + "' is not a number in 0..128";
-      return false;
-    }
-    len = int(value);
-  }
-  if (!parse_ip(std::string(host), addr)) {
-    error = "'" + std::string(host) + "' is not an IPv4 or IPv6 address";
+  net::IpText t;
+  const net::IpTextError why = net::parse_ip_text(text, t);
+  // Above 255 a length has been called "not a number" since the service began (a uint8_t-sized
+  // check before the address was read); kept so that clients see the same messages.
+  if (why == net::IpTextError::kBadLength || (t.has_len && t.len > 255)) {
+    error = "prefix length '" + std::string(t.len_text) + "' is not a number in 0..128";
     return false;
   }
+  if (why == net::IpTextError::kBadAddress) {
+    error = "'" + std::string(t.addr_text) + "' is not an IPv4 or IPv6 address";
+    return false;
+  }
+  addr = IpAddr::from_v6(t.addr.data());  // IPv4 comes IPv4-mapped, as IpAddr keeps it
+  len = t.has_len ? int(t.len) : -1;
+  // An IPv4-mapped address is IPv4 here (its store prefix is the IPv4 one), whichever way it was
+  // written: its length is an IPv4 length.
   const bool v4 = addr.is_v4();
   const int max_len = v4 ? 32 : 128;
   const int store_len = v4 ? cfg.v4_len : cfg.v6_len;

@@ -1,5 +1,7 @@
 // Turns the text a client sends ("198.51.100.7", "2001:db8::1", "198.51.100.0/24") into the
-// store's key: a prefix of the configured length. Shared by Get, BatchGet, Watch and Report.
+// store's key: a prefix of the configured length. Shared by Get, BatchGet, Watch and Report. The
+// syntax is the project's one parser's (common/net/ip_prefix.hpp); the rules on lengths and the
+// messages for the client are the service's.
 #pragma once
 
 #include <string>

@@ -87,13 +87,8 @@ class SampleSink {
 
 // One window read handed to an AsyncWindowReader: the reader fills acc, ok and error, then calls
 // complete() exactly once, from its own thread. The owner keeps the op alive until then.
-class WindowReadOp {
+class WindowReadOp : public WindowRead {
  public:
-  Prefix prefix;
-  uint64_t now_ns = 0;
-  Accumulator acc;    // out
-  bool ok = false;    // out
-  std::string error;  // out, when !ok
   virtual void complete() = 0;
 
  protected:

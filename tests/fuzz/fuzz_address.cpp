@@ -1,6 +1,7 @@
 // libFuzzer target: the text-to-address parsers a client or a Redis reply reaches:
 // parse_target and parse_client_address (every Get, BatchGet, Watch and Report address,
-// gateway/service/address.cpp), parse_cidr (prefixes read back from Redis, redis_schema.cpp),
+// gateway/service/address.cpp), parse_cidr (prefixes read back from Redis, redis_schema.cpp): both
+// over the one address/prefix parser (common/net/ip_prefix.cpp);
 // parse_endpoint and parse_redis_url (--redis, MOVED/ASK targets, redis_conn.cpp).
 // Input: bytes 0-1 pick the store's prefix lengths (IPv4 /1../32, IPv6 /1../128); the rest is
 // the text.

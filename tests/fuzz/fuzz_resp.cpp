@@ -1,4 +1,4 @@
-// libFuzzer target: the window reader's RESP decoder (gateway/service/resp_reply.cpp) and the
+// libFuzzer target: the window reader's RESP decoder (gateway/estimates/resp_window.cpp) and the
 // packed bucket values it adds up (add_bucket_value, gateway/estimates/redis_schema.cpp), on a
 // receive buffer of replies as a Redis server (or anything answering on its port) could send.
 // Properties: replies are decoded one after another until the bytes run out or are not RESP;
@@ -9,14 +9,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "estimates/resp_window.hpp"
 #include "fuzz_check.hpp"
-#include "service/resp_reply.hpp"
 
 using namespace spand;
 
 namespace {
 
-// Decodes replies from [p, end) as WindowPipe does; returns the bytes consumed.
+// Decodes replies from [p, end) as the single-node window reader does; returns the bytes consumed.
 size_t decode_all(const char* p, const char* end, size_t& replies) {
   const char* const begin = p;
   replies = 0;

@@ -22,7 +22,7 @@ std::string match(const PrefixMap& m, const std::string& a) {
 TEST(PrefixMap, LongestPrefixWinsForBothFamilies) {
   PrefixMap m;
   std::string error;
-  ASSERT_TRUE(PrefixMap::parse(
+  ASSERT_TRUE(parse_prefix_map(
       "# a RIB excerpt\n198.51.0.0/16\n198.51.100.0/22  # more specific\n\n 198.51.100.128/25\n"
       "2001:db8::/32\r\n2001:db8:aa00::/40\n192.0.2.7\n",
       m, error))
@@ -46,15 +46,15 @@ TEST(PrefixMap, LongestPrefixWinsForBothFamilies) {
 TEST(PrefixMap, BadLinesNameTheirNumber) {
   PrefixMap m;
   std::string error;
-  EXPECT_FALSE(PrefixMap::parse("10.0.0.0/8\nnot-a-prefix\n", m, error));
+  EXPECT_FALSE(parse_prefix_map("10.0.0.0/8\nnot-a-prefix\n", m, error));
   EXPECT_NE(error.find("line 2"), std::string::npos) << error;
-  EXPECT_FALSE(PrefixMap::parse("10.0.0.0/33\n", m, error));
+  EXPECT_FALSE(parse_prefix_map("10.0.0.0/33\n", m, error));
   EXPECT_NE(error.find("line 1"), std::string::npos) << error;
-  EXPECT_FALSE(PrefixMap::parse("\n\n10.1.2.3/8\n", m, error));  // host bits set
+  EXPECT_FALSE(parse_prefix_map("\n\n10.1.2.3/8\n", m, error));  // host bits set
   EXPECT_NE(error.find("line 3"), std::string::npos) << error;
   EXPECT_NE(error.find("10.0.0.0/8"), std::string::npos) << error;
-  EXPECT_FALSE(PrefixMap::parse("2001:db8::/129\n", m, error));
-  EXPECT_TRUE(PrefixMap::parse("# nothing\n\n", m, error));  // an empty map is a map
+  EXPECT_FALSE(parse_prefix_map("2001:db8::/129\n", m, error));
+  EXPECT_TRUE(parse_prefix_map("# nothing\n\n", m, error));  // an empty map is a map
   EXPECT_EQ(m.size(), 0u);
 }
 
@@ -64,7 +64,7 @@ TEST(PrefixMap, PrefixOfFallsBackToFixedLengthsAndCountsIt) {
   cfg.map = std::make_shared<PrefixMapSource>();
   auto m = std::make_shared<PrefixMap>();
   std::string error;
-  ASSERT_TRUE(PrefixMap::parse("198.51.96.0/20\n2001:db8::/32\n", *m, error));
+  ASSERT_TRUE(parse_prefix_map("198.51.96.0/20\n2001:db8::/32\n", *m, error));
   cfg.map->current.store(m);
   EXPECT_EQ(prefix_of(addr("198.51.100.7"), cfg).to_string(), "198.51.96.0/20");
   EXPECT_EQ(prefix_of(addr("2001:db8:1:2::3"), cfg).to_string(), "2001:db8::/32");

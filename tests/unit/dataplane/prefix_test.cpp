@@ -1,4 +1,5 @@
-// Client networks: host bits cleared, text form, parsing, and the accumulator's statistics.
+// Client networks: host bits cleared, text form, and the accumulator's statistics (text into a
+// prefix: tests/unit/net/ip_prefix_test.cpp).
 #include "dataplane/prefix.hpp"
 
 #include <gtest/gtest.h>
@@ -34,20 +35,6 @@ TEST(Prefix, DefaultLengthsAndEquality) {
   EXPECT_NE(prefix_of(addr("203.0.113.9"), cfg), prefix_of(addr("203.0.114.9"), cfg));
   PrefixHash h;
   EXPECT_EQ(h(prefix_of(addr("203.0.113.9"), cfg)), h(prefix_of(addr("203.0.113.200"), cfg)));
-}
-
-TEST(Prefix, ParseAcceptsAndRejects) {
-  Prefix p;
-  ASSERT_TRUE(parse_prefix("10.1.2.3/8", p));
-  EXPECT_EQ(p.to_string(), "10.0.0.0/8");
-  ASSERT_TRUE(parse_prefix("10.1.2.3", p));
-  EXPECT_EQ(p.len, 32);
-  ASSERT_TRUE(parse_prefix("2001:db8::/32", p));
-  EXPECT_EQ(p.to_string(), "2001:db8::/32");
-  for (const char* bad : {"10.0.0.0/33", "2001:db8::/129", "10.0.0/8", "x", "", "10.0.0.0/",
-                          "10.0.0.0/-1", "10.0.0.0/8x", "10.0.0.0/0008"}) {
-    EXPECT_FALSE(parse_prefix(bad, p)) << bad;
-  }
 }
 
 TEST(Accumulator, MeanStddevMinAndMerge) {

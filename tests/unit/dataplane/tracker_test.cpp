@@ -376,9 +376,7 @@ TEST(Tracker, RtoDuringFastRecoveryIsASecondTimeoutEvent) {
 
 TEST(Tracker, MidStreamPickupUsesConfiguredInsideNetwork) {
   WorkerConfig cfg = Conn::small_config();
-  Prefix inside;
-  ASSERT_TRUE(parse_prefix("203.0.113.0/24", inside));
-  cfg.tracker.inside[cfg.tracker.inside_count++] = inside;
+  cfg.tracker.inside[cfg.tracker.inside_count++] = prefix_with_len(addr("203.0.113.0"), 24);
   Conn k(cfg);
   k.sport = 50000;  // a high server port: the port rule alone would get roles wrong
   k.cport = 443;

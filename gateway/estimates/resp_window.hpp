@@ -1,7 +1,8 @@
 // RESP (the Redis protocol) decoding of one reply straight from a receive buffer, for the
-// window reader (window_pipe.hpp): status, error, integer and bulk replies are skipped over, and
-// the bulk strings of an array reply (an HMGET of a window's bucket fields) are added into an
-// Accumulator as they are read, without a reply tree. Fuzzed by tests/fuzz/fuzz_resp.cpp.
+// single-node window reader (window_reader.hpp): status, error, integer and bulk replies are
+// skipped over, and the bulk strings of an array reply (an HMGET of a window's bucket fields) are
+// added into an Accumulator as they are read, without a reply tree. Fuzzed by
+// tests/fuzz/fuzz_resp.cpp.
 #pragma once
 
 #include <cstddef>

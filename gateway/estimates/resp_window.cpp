@@ -1,4 +1,4 @@
-#include "service/resp_reply.hpp"
+#include "estimates/resp_window.hpp"
 
 #include <charconv>
 #include <cstring>
