@@ -68,7 +68,10 @@ class Collector {
   }
 
   void print_summary(FILE* out, const std::vector<const Worker*>& workers) const;
-  void print_prefix_summary(FILE* out) const;
+  // --prefix-summary. `verdict` names the estimate service's verdict on a prefix's sums (the
+  // estimates component's rule, given by spand-gateway); without it the column reads "-".
+  using PrefixVerdict = std::function<const char*(const Accumulator&)>;
+  void print_prefix_summary(FILE* out, const PrefixVerdict& verdict = {}) const;
 
   uint64_t flows_written() const { return flows_written_; }
   uint64_t samples_written() const { return samples_written_; }

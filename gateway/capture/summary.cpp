@@ -79,7 +79,7 @@ void Collector::print_summary(FILE* out, const std::vector<const Worker*>& worke
   }
 }
 
-void Collector::print_prefix_summary(FILE* out) const {
+void Collector::print_prefix_summary(FILE* out, const PrefixVerdict& verdict) const {
   std::vector<std::pair<Prefix, Accumulator>> rows(prefixes_.begin(), prefixes_.end());
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
     const uint64_t na = a.second.wc_count + a.second.rtt_count;
@@ -87,13 +87,16 @@ void Collector::print_prefix_summary(FILE* out) const {
     if (na != nb) return na > nb;
     return a.first.to_string() < b.first.to_string();
   });
-  std::fprintf(out, "%-44s %8s %10s %10s %8s %12s %12s %14s\n", "prefix", "wc_n", "wc_mean",
-               "wc_stddev", "rtt_n", "rtt_mean_ms", "rtt_min_ms", "rtt_median_ms");
+  std::fprintf(out, "%-44s %8s %10s %10s %8s %12s %12s %14s %10s %8s %s\n", "prefix", "wc_n",
+               "wc_mean", "wc_stddev", "rtt_n", "rtt_mean_ms", "rtt_min_ms", "rtt_median_ms",
+               "wc_median", "clients", "verdict");
   for (const auto& [p, a] : rows) {
-    std::fprintf(out, "%-44s %8" PRIu64 " %10.2f %10.2f %8" PRIu64 " %12.3f %12.3f %14.3f\n",
-                 p.to_string().c_str(), a.wc_count, a.wc_mean(), a.wc_stddev(), a.rtt_count,
-                 a.rtt_mean_us() / 1000.0, a.rtt_count ? a.rtt_min_us / 1000.0 : 0.0,
-                 a.rtt_median_us() / 1000.0);
+    std::fprintf(
+        out, "%-44s %8" PRIu64 " %10.2f %10.2f %8" PRIu64 " %12.3f %12.3f %14.3f %10.2f %8u %s\n",
+        p.to_string().c_str(), a.wc_count, a.wc_mean(), a.wc_stddev(), a.rtt_count,
+        a.rtt_mean_us() / 1000.0, a.rtt_count ? a.rtt_min_us / 1000.0 : 0.0,
+        a.rtt_median_us() / 1000.0, a.wc_client_median(), a.distinct_wc_clients(),
+        verdict ? verdict(a) : "-");
   }
 }
 

@@ -26,6 +26,8 @@
 #endif
 #ifdef SPAND_HAVE_ESTIMATES
 #include <grpcpp/grpcpp.h>
+
+#include "estimates/estimate.hpp"
 #endif
 
 namespace {
@@ -195,8 +197,8 @@ int main(int argc, char** argv) {
       ->default_val(ctl.min_clients)
       ->check(CLI::Range(1u, 32u));
   cg->add_option("--max-wc-cv", ctl.max_wc_cv,
-                 "Outlier rule: W_c standard deviation above this many means gives SLOW_START "
-                 "(0: off)")
+                 "Outlier rule for windows whose W_c is the mean (buckets without a client "
+                 "table): W_c standard deviation above this many means gives SLOW_START (0: off)")
       ->default_val(ctl.max_wc_cv)
       ->check(finite_range(0.0, 100.0));
   cg->add_option("--clock-skew-s", ctl.clock_skew_s,
@@ -328,7 +330,18 @@ int main(int argc, char** argv) {
                  (unsigned long long)prefix_map_watcher->reloads());
   }
   const bool redis_ok = !control || control->finish(keep_serving && !pcap_path.empty());
-  if (prefix_summary) collector.print_prefix_summary(stdout);
+  if (prefix_summary) {
+    Collector::PrefixVerdict verdict;
+#ifdef SPAND_HAVE_ESTIMATES
+    // The service's verdict on the whole run's sums (not a window), "now" at the newest sample.
+    verdict = [&ctl](const Accumulator& a) {
+      return verdict_name(
+          compute_estimate(a, a.newest_ts_ns, ctl.min_samples, {}, ctl.min_clients, ctl.max_wc_cv)
+              .verdict);
+    };
+#endif
+    collector.print_prefix_summary(stdout, verdict);
+  }
   collector.flush();  // --flows-out/--samples-out "-" share stdout with the prefix summary
   if (std::fflush(stdout) != 0) {
     std::fprintf(stderr, "spand-gateway: writing stdout: %s\n", std::strerror(errno));

@@ -108,8 +108,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 32u));
   app.add_option("--max-wc-cv", c.max_wc_cv,
-                 "outlier rule: W_c standard deviation above this many means gives SLOW_START "
-                 "(0: off)")
+                 "outlier rule for windows whose W_c is the mean (buckets without a client "
+                 "table): W_c standard deviation above this many means gives SLOW_START (0: off)")
       ->capture_default_str()
       ->check(finite_range(0.0, 100.0));
   app.add_option(

@@ -289,6 +289,9 @@ void ServiceStack::publish_writer_metrics() {
   static_assert(std::tuple_size_v<decltype(t.report_rejected)> == size_t(ReportReject::kCount));
   for (size_t i = 0; i < t.report_rejected.size(); ++i)
     t.report_rejected[i] = core_->report_rejected(static_cast<ReportReject>(i));
+  t.wc_by_median = core_->wc_by_median();
+  t.wc_by_mean = core_->wc_by_mean();
+  t.wc_clients_left_out = core_->wc_clients_left_out();
   metrics_.set_writer_totals(t);
 }
 

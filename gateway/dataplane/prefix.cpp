@@ -43,18 +43,62 @@ size_t PrefixHash::operator()(const Prefix& p) const noexcept {
   return size_t(h ^ (h >> 31));
 }
 
-uint32_t client_bit(const IpAddr& addr) {
+uint32_t client_id(const IpAddr& addr) {
   uint64_t h = addr.word(0) * 0x9E3779B97F4A7C15ull ^ addr.word(1);
   h ^= h >> 30;
   h *= 0xbf58476d1ce4e5b9ull;
   h ^= h >> 27;
   h *= 0x94d049bb133111ebull;
-  return uint32_t(h >> 59);  // 0..31
+  return uint32_t(h >> 32);
+}
+
+uint32_t client_bit(const IpAddr& addr) {
+  return client_id(addr) >> 27;  // 0..31
+}
+
+void Accumulator::add_wc_client(uint32_t id, uint64_t count, uint64_t sum) {
+  uint32_t i = 0;
+  while (i < wc_client_n && wc_client[i].id < id) ++i;
+  if (i < wc_client_n && wc_client[i].id == id) {
+    wc_client[i].count += count;
+    wc_client[i].sum += sum;
+    return;
+  }
+  if (i == kWcClientSlots) {  // above every kept id, table full
+    wc_client_overflow += count;
+    return;
+  }
+  if (wc_client_n == kWcClientSlots) {  // the largest kept id leaves
+    wc_client_overflow += wc_client[kWcClientSlots - 1].count;
+    --wc_client_n;
+  }
+  for (uint32_t j = wc_client_n; j > i; --j) wc_client[j] = wc_client[j - 1];
+  wc_client[i] = WcClientSums{id, count, sum};
+  ++wc_client_n;
+}
+
+void Accumulator::merge_wc_table(const Accumulator& o) {
+  for (uint32_t i = 0; i < o.wc_client_n; ++i)
+    add_wc_client(o.wc_client[i].id, o.wc_client[i].count, o.wc_client[i].sum);
+  wc_client_overflow += o.wc_client_overflow;
+  wc_client_samples += o.wc_client_samples;
+}
+
+double Accumulator::wc_client_median() const {
+  if (!has_wc_client_median()) return 0.0;
+  std::array<double, kWcClientSlots> means{};
+  for (uint32_t i = 0; i < wc_client_n; ++i)
+    means[i] = double(wc_client[i].sum) / double(wc_client[i].count);
+  const uint32_t mid = (wc_client_n - 1) / 2;
+  std::nth_element(means.begin(), means.begin() + mid, means.begin() + wc_client_n);
+  return means[mid];
 }
 
 void Accumulator::add(const Sample& s) {
   if (s.kind == SampleKind::kWc) {
     wc_clients |= 1u << client_bit(s.client);
+    add_wc_client(client_id(s.client), 1, s.value);
+    ++wc_client_samples;
     ++wc_count;
     wc_sum += s.value;
     wc_sumsq += double(s.value) * s.value;
@@ -79,6 +123,7 @@ void Accumulator::merge(const Accumulator& o) {
   rtt_min_us = std::min(rtt_min_us, o.rtt_min_us);
   newest_ts_ns = std::max(newest_ts_ns, o.newest_ts_ns);
   wc_clients |= o.wc_clients;
+  merge_wc_table(o);
   for (uint32_t i = 0; i < kRttBins; ++i) rtt_hist[i] += o.rtt_hist[i];
   rtt_hist_count += o.rtt_hist_count;
 }

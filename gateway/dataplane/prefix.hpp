@@ -2,6 +2,7 @@
 // accumulator shared by --prefix-summary and the Redis writer.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -56,6 +57,20 @@ uint32_t rtt_bin(uint32_t rtt_us);
 // The lowest RTT of a bin (0 for bin 0), in microseconds.
 uint32_t rtt_bin_low_us(uint32_t bin);
 
+// W_c sums of one client address (client_id), for the robust W_c: the lower median of per-client
+// means (Accumulator::wc_client_median).
+struct WcClientSums {
+  uint32_t id = 0;
+  uint64_t count = 0;
+  uint64_t sum = 0;  // W_c values are whole segments
+};
+// Clients kept per accumulator (per bucket in Redis, per window when read). The table keeps the
+// clients with the smallest ids, a bottom-k sample: the table of a union is the smallest ids of
+// the tables' union, whatever the order of merging and the number of writers (a client left out
+// of one table had 16 smaller ids beside it, and they are in every union). 16 clients chosen by a
+// hash are enough for a median; more would add 24 bytes each to every bucket update in memory.
+inline constexpr uint32_t kWcClientSlots = 16;
+
 struct Accumulator {
   uint64_t wc_count = 0;
   double wc_sum = 0;
@@ -73,6 +88,14 @@ struct Accumulator {
   // without a histogram (before 2026-11-24): then there is no median.
   std::array<uint32_t, kRttBins> rtt_hist{};
   uint64_t rtt_hist_count = 0;
+  // Per-client W_c sums, ascending id, the first wc_client_n in use; the W_c samples of clients
+  // beyond them in wc_client_overflow. wc_client_samples counts the W_c samples that went through
+  // a table (sum of counts + overflow): below wc_count when some bucket of a window was written
+  // without one (before 2026-11-25), and then there is no median.
+  std::array<WcClientSums, kWcClientSlots> wc_client{};
+  uint32_t wc_client_n = 0;
+  uint64_t wc_client_overflow = 0;
+  uint64_t wc_client_samples = 0;
 
   void add(const Sample& s);
   void merge(const Accumulator& o);
@@ -82,11 +105,36 @@ struct Accumulator {
   // The median RTT from rtt_hist (linear within the median's bin, never below rtt_min_us); 0 when
   // there are no RTT samples or not all of them have a bin.
   double rtt_median_us() const;
-  uint32_t distinct_wc_clients() const { return uint32_t(__builtin_popcount(wc_clients)); }
+  // Adds `count` samples summing to `sum` of client `id` to the table (bottom-k: a client whose
+  // id is above the 16 kept goes to wc_client_overflow, and a kept one it displaces with it).
+  // Does not touch wc_client_samples: the caller counts the samples once.
+  void add_wc_client(uint32_t id, uint64_t count, uint64_t sum);
+  // merge() for the table alone: o's clients, overflow and wc_client_samples.
+  void merge_wc_table(const Accumulator& o);
+  // The robust W_c: each client's mean W_c, and of those the lower median (the middle one, the
+  // smaller of the two middle ones for an even count). One client's samples weigh as one client
+  // however many there are. With h honest clients and f forged ones the result stays between
+  // honest clients' means (within f ranks of the honest lower median) unless f > h (to lift it
+  // above every honest mean: the lower of two middles resists lifting) or f >= h (to pull it
+  // below). Needs every W_c sample of the window in a table; otherwise (and with no W_c sample)
+  // has_wc_client_median() is false and wc_client_median() 0.
+  bool has_wc_client_median() const {
+    return wc_count > 0 && wc_client_n > 0 && wc_client_samples == wc_count;
+  }
+  double wc_client_median() const;
+  // Distinct W_c clients, a lower bound: the larger of the mask's bits and the table's clients
+  // (one more when some were left out of it).
+  uint32_t distinct_wc_clients() const {
+    const uint32_t table = wc_client_n + (wc_client_overflow ? 1 : 0);
+    return std::max(uint32_t(__builtin_popcount(wc_clients)), table);
+  }
 };
 
 // The bit of `addr` in Accumulator::wc_clients (a fixed mix of all 16 bytes, so every gateway
 // and replica agrees).
 uint32_t client_bit(const IpAddr& addr);
+// The id of `addr` in Accumulator::wc_client: 32 bits of the same mix (client_bit is its top 5).
+// Not a secret: it lets whoever reads Redis tell which hosts of a prefix gave samples.
+uint32_t client_id(const IpAddr& addr);
 
 }  // namespace spand

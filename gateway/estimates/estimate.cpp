@@ -16,7 +16,10 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
   e.rtt_samples = acc.rtt_count;
   if (acc.wc_count > 0) {
     double n = double(acc.wc_count);
-    e.wc_segments = acc.wc_sum / n;
+    e.wc_mean_segments = acc.wc_sum / n;
+    e.wc_is_median = acc.has_wc_client_median();
+    e.wc_segments = e.wc_is_median ? acc.wc_client_median() : e.wc_mean_segments;
+    e.wc_clients_left_out = acc.wc_client_overflow;
     // Sample standard deviation (n - 1), as Accumulator::wc_stddev and --prefix-summary; the
     // difference of sums can go slightly negative by rounding.
     if (acc.wc_count > 1)
@@ -30,7 +33,8 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
     e.rtt_ms = e.rtt_is_median ? median_us / 1000.0 : e.rtt_mean_ms;
     e.min_rtt_ms = acc.rtt_min_us == UINT32_MAX ? 0.0 : double(acc.rtt_min_us) / 1000.0;
   }
-  e.outlier = max_wc_cv > 0 && acc.wc_count > 1 && e.wc_stddev > max_wc_cv * e.wc_segments;
+  e.outlier = !e.wc_is_median && max_wc_cv > 0 && acc.wc_count > 1 &&
+              e.wc_stddev > max_wc_cv * e.wc_mean_segments;
   if (acc.newest_ts_ns > 0 && now_ns > acc.newest_ts_ns)
     e.age_s = double(now_ns - acc.newest_ts_ns) / 1e9;
   if (decay.half_life_s > 0 && acc.wc_count > 0 && e.age_s > decay.grace_s &&

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cfloat>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -75,10 +76,54 @@ bool add_rtt_hist(std::string_view text, Accumulator& acc) {
   return true;
 }
 
+std::string format_wc_table(const Accumulator& acc) {
+  std::string out = std::to_string(acc.wc_client_overflow);
+  for (uint32_t i = 0; i < acc.wc_client_n; ++i) {
+    const WcClientSums& c = acc.wc_client[i];
+    out += ',' + std::to_string(c.id) + ':' + std::to_string(c.count) + ':' + std::to_string(c.sum);
+  }
+  return out;
+}
+
+bool add_wc_table(std::string_view text, Accumulator& acc, uint64_t& samples) {
+  // Counts and sums at most 2^53: the write script adds them as Lua doubles, exact below that.
+  constexpr uint64_t kExact = uint64_t(1) << 53;
+  const char* cur = text.data();
+  const char* const end = text.data() + text.size();
+  auto number = [&](uint64_t& v) {
+    const auto r = std::from_chars(cur, end, v);
+    if (r.ec != std::errc() || r.ptr == cur || v > kExact) return false;
+    cur = r.ptr;
+    return true;
+  };
+  auto expect = [&](char c) { return cur < end && *cur++ == c; };
+  uint64_t overflow = 0;
+  if (!number(overflow)) return false;
+  std::array<WcClientSums, kWcClientSlots> rows{};
+  uint32_t n = 0;
+  uint64_t total = overflow;
+  while (cur < end) {
+    uint64_t id = 0, count = 0, sum = 0;
+    if (n == kWcClientSlots || !expect(',') || !number(id) || !expect(':') || !number(count) ||
+        !expect(':') || !number(sum))
+      return false;
+    if (id > UINT32_MAX || (n > 0 && id <= rows[n - 1].id) || count == 0 ||
+        sum / count > UINT32_MAX)
+      return false;
+    rows[n++] = WcClientSums{uint32_t(id), count, sum};
+    total += count;
+  }
+  for (uint32_t i = 0; i < n; ++i) acc.add_wc_client(rows[i].id, rows[i].count, rows[i].sum);
+  acc.wc_client_overflow += overflow;
+  acc.wc_client_samples += total;
+  samples = total;
+  return true;
+}
+
 bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, uint64_t* agent_n) {
-  // strtod/strtoull need a terminated string; a value is at most ~1,300 bytes (89 histogram
-  // bins of "88:4294967295,").
-  char buf[2048];
+  // strtod/strtoull need a terminated string; a value is at most ~2,600 bytes (89 histogram
+  // bins of "88:4294967295,", 16 clients of ",4294967295:9007199254740992:9007199254740992").
+  char buf[4096];
   if (value.size() >= sizeof buf) return false;
   value.copy(buf, value.size());
   buf[value.size()] = 0;
@@ -106,12 +151,13 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
     if (i != 6 && !(v[i] >= 0 && v[i] <= kMaxField[i])) return false;
     cur = end;
   }
-  // After the nine: [wc_clients [rtt_hist]] created_s. created_s is always last; values written
-  // before the mask existed have only created_s, those before the histogram no rtt_hist (and
-  // the window then has no median: rtt_hist_count < rtt_count).
-  std::string_view rest[4];
+  // After the nine: [wc_clients [rtt_hist [wc_table]]] created_s. created_s is always last;
+  // values written before the mask existed have only created_s, those before the histogram no
+  // rtt_hist (and the window then has no RTT median: rtt_hist_count < rtt_count), those before
+  // the client table none (no W_c median: wc_client_samples < wc_count).
+  std::string_view rest[5];
   size_t tokens = 0;
-  for (std::string_view r(cur); tokens < 4;) {
+  for (std::string_view r(cur); tokens < 5;) {
     const size_t a = r.find_first_not_of(' ');
     if (a == std::string_view::npos) break;
     const size_t b = r.find(' ', a);
@@ -121,6 +167,12 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
   }
   Accumulator hist;
   if (tokens >= 3 && !add_rtt_hist(rest[1], hist)) return false;
+  // The table covers some of this bucket's W_c samples (all of them unless a writer from before
+  // the table updated the bucket: then the field is gone), never more.
+  Accumulator table;
+  uint64_t table_samples = 0;
+  if (tokens >= 4 && (!add_wc_table(rest[2], table, table_samples) || double(table_samples) > v[0]))
+    return false;
   unsigned long long mask = 0;
   if (tokens >= 2) {
     char* end = nullptr;
@@ -144,6 +196,7 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
           uint32_t(std::min<uint64_t>(UINT32_MAX, uint64_t(acc.rtt_hist[b]) + hist.rtt_hist[b]));
     acc.rtt_hist_count += hist.rtt_hist_count;
   }
+  if (tokens >= 4) acc.merge_wc_table(table);
   acc.newest_ts_ns = std::max(acc.newest_ts_ns, newest);
   if (gw_n) *gw_n += uint64_t(v[7]);
   if (agent_n) *agent_n += uint64_t(v[8]);
@@ -195,7 +248,9 @@ constexpr const char* kLuaGreater =
 
 // KEYS[1] window key. ARGV: writer id, seq, bucket_start_s, wc_n, wc_sum, wc_sumsq, rtt_n,
 // rtt_sum_us, rtt_min_us, newest_ts_ns, origin ('gw' or 'agent'), origin samples, ttl_s,
-// W_c clients mask (OR-ed into the bucket's), RTT histogram (format_rtt_hist; added bin by bin).
+// W_c clients mask (OR-ed into the bucket's), RTT histogram (format_rtt_hist; added bin by bin),
+// W_c client table (format_wc_table; merged client by client, the kWcClientSlots smallest ids
+// kept, the samples of the others added to the overflow count).
 // Returns 1 if applied, 0 if this writer already applied an update with this or a later seq to
 // the bucket (a retry after a lost reply): retries are exactly-once. One HMGET and one HSET; the
 // sums are added in Lua (sample values are integers, and integer sums below 2^53 are exact in
@@ -206,6 +261,7 @@ constexpr const char* kLuaGreater =
 // count is still decided by capture time, by the reader. EXPIRE ttl_s on each write.
 const RedisScript& write_bucket_script() {
   static const RedisScript s = make("local last_bin = " + std::to_string(kRttBins - 1) + "\n" +
+                                    "local slots = " + std::to_string(kWcClientSlots) + "\n" +
                                     R"lua(
 local k = KEYS[1]
 local b = ARGV[3]
@@ -217,6 +273,18 @@ local f = {0, 0, 0, 0, 0, 0, '0', 0, 0}
 local created = nil
 local mask = 0
 local hist = {}
+local clients = {}
+local over = 0
+-- A client table (format_wc_table) into clients (id -> {count, sum}) and over.
+local function take(text)
+  over = over + tonumber(string.match(text, '^(%d+)'))
+  for id, n, s in string.gmatch(text, ',(%d+):(%d+):(%d+)') do
+    id = tonumber(id)
+    local c = clients[id]
+    if c then c[1] = c[1] + tonumber(n); c[2] = c[2] + tonumber(s)
+    else clients[id] = {tonumber(n), tonumber(s)} end
+  end
+end
 local now = nil
 if v[2] then
   local i = 1
@@ -228,6 +296,8 @@ if v[2] then
   if i - 1 >= 12 then
     for x, n in string.gmatch(f[11], '(%d+):(%d+)') do hist[tonumber(x)] = tonumber(n) end
   end
+  -- the W_c client table (field 12) exists since 2026-11-25
+  if i - 1 >= 13 then take(f[12]) end
 else
   now = tonumber(redis.call('TIME')[1])
   created = now
@@ -244,6 +314,17 @@ for x = 0, last_bin do
 end
 local h = '0:0'
 if #parts > 0 then h = table.concat(parts, ',') end
+take(ARGV[16])
+local ids = {}
+for id in pairs(clients) do ids[#ids + 1] = id end
+table.sort(ids)
+local rows = {}
+for j, id in ipairs(ids) do
+  local c = clients[id]
+  if j <= slots then rows[#rows + 1] = string.format(',%d:%d:%d', id, c[1], c[2])
+  else over = over + c[1] end
+end
+local tbl = string.format('%d', over) .. table.concat(rows)
 local function g(x) return string.format('%.17g', x) end
 local wc_n = tonumber(f[1]) + ARGV[4]
 local wc_sum = tonumber(f[2]) + ARGV[5]
@@ -260,7 +341,7 @@ local gw_n, agent_n = tonumber(f[8]), tonumber(f[9])
 if ARGV[11] == 'agent' then agent_n = agent_n + ARGV[12] else gw_n = gw_n + ARGV[12] end
 redis.call('HSET', k, wf, ARGV[2], b, g(wc_n) .. ' ' .. g(wc_sum) .. ' ' .. g(wc_sumsq) .. ' ' ..
            g(rtt_n) .. ' ' .. g(rtt_sum) .. ' ' .. g(rtt_min) .. ' ' .. t .. ' ' .. g(gw_n) .. ' ' ..
-           g(agent_n) .. ' ' .. g(mask) .. ' ' .. h .. ' ' .. g(tonumber(created)))
+           g(agent_n) .. ' ' .. g(mask) .. ' ' .. h .. ' ' .. tbl .. ' ' .. g(tonumber(created)))
 if now then
   local all = redis.call('HGETALL', k)
   local live = {}

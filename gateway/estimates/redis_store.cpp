@@ -88,14 +88,15 @@ RedisCommand RedisStore::write_command(const PendingUpdate& u) const {
   RedisCommand c;
   c.route_key = window_key(b.prefix, opts_.window.key_prefix);
   c.script = &write_bucket_script();
-  c.argv = evalsha_argv(
-      *c.script, {c.route_key},
-      {writer_id_, std::to_string(u.seq), bucket_field(b.bucket_start_s),
-       std::to_string(a.wc_count), format_double(a.wc_sum), format_double(a.wc_sumsq),
-       std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
-       std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
-       b.origin == SampleOrigin::kAgent ? "agent" : "gw", std::to_string(a.wc_count + a.rtt_count),
-       std::to_string(ttl_s_), std::to_string(a.wc_clients), format_rtt_hist(a)});
+  c.argv =
+      evalsha_argv(*c.script, {c.route_key},
+                   {writer_id_, std::to_string(u.seq), bucket_field(b.bucket_start_s),
+                    std::to_string(a.wc_count), format_double(a.wc_sum), format_double(a.wc_sumsq),
+                    std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
+                    std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
+                    b.origin == SampleOrigin::kAgent ? "agent" : "gw",
+                    std::to_string(a.wc_count + a.rtt_count), std::to_string(ttl_s_),
+                    std::to_string(a.wc_clients), format_rtt_hist(a), format_wc_table(a)});
   return c;
 }
 

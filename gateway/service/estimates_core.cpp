@@ -72,7 +72,8 @@ grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::strin
   if (b == 0) return {grpc::StatusCode::INVALID_ARGUMENT, where + "acked_per_ack must be > 0"};
   uint32_t cwnd = 0;
   if (out.verdict() == v1::USE_ESTIMATE) {
-    // W_c is a mean; the integer window below it keeps cwnd_opt <= the measured mean.
+    // W_c is a mean (of a client, or of the samples); the integer window below it keeps
+    // cwnd_opt <= the measured value.
     const double wc_floor = std::floor(out.wc_segments());
     const uint32_t wc =
         wc_floor >= double(SPAND_WC_MAX_SEGMENTS) ? SPAND_WC_MAX_SEGMENTS : uint32_t(wc_floor);
@@ -98,6 +99,10 @@ grpc::Status EstimatesCore::answer(const v1::GetRequest& req, const Prefix& p,
   fill(p, acc, out);
   (out.verdict() == v1::USE_ESTIMATE ? use_estimate_ : slow_start_)
       .fetch_add(1, std::memory_order_relaxed);
+  if (acc.wc_count)
+    (acc.has_wc_client_median() ? wc_by_median_ : wc_by_mean_)
+        .fetch_add(1, std::memory_order_relaxed);
+  if (acc.wc_client_overflow) wc_left_out_.fetch_add(1, std::memory_order_relaxed);
   if (req.has_transfer_bytes()) return add_cwnd(req, where, out);
   return grpc::Status::OK;
 }

@@ -183,6 +183,12 @@ class EstimatesCore {
   uint64_t use_estimate_count() const { return use_estimate_.load(std::memory_order_relaxed); }
   uint64_t slow_start_count() const { return slow_start_.load(std::memory_order_relaxed); }
   uint64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
+  // How answers with W_c samples got their W_c (spand_estimates_wc_total{method}): the median of
+  // per-client means, or the mean (some bucket of the window without a client table); and the
+  // answers whose window had more clients than the table keeps (their samples not in the median).
+  uint64_t wc_by_median() const { return wc_by_median_.load(std::memory_order_relaxed); }
+  uint64_t wc_by_mean() const { return wc_by_mean_.load(std::memory_order_relaxed); }
+  uint64_t wc_clients_left_out() const { return wc_left_out_.load(std::memory_order_relaxed); }
   uint64_t report_rejected(ReportReject r) const {
     return report_rejected_[size_t(r)].load(std::memory_order_relaxed);
   }
@@ -211,6 +217,9 @@ class EstimatesCore {
   std::atomic<uint64_t> use_estimate_{0};
   std::atomic<uint64_t> slow_start_{0};
   std::atomic<uint64_t> cache_hits_{0};
+  std::atomic<uint64_t> wc_by_median_{0};
+  std::atomic<uint64_t> wc_by_mean_{0};
+  std::atomic<uint64_t> wc_left_out_{0};
   std::array<std::atomic<uint64_t>, size_t(ReportReject::kCount)> report_rejected_{};
   // Report rate limit: tokens per caller (bounded: beyond kMaxReportCallers the table is
   // emptied, which can only be generous, never lock anyone out).

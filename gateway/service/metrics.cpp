@@ -226,6 +226,22 @@ Metrics::Metrics()
                         .Register(r);
   estimates_use_ = &estimates.Add({{"verdict", "use_estimate"}});
   estimates_slow_ = &estimates.Add({{"verdict", "slow_start"}});
+  auto& wc = BuildCounter()
+                 .Name("spand_estimates_wc_total")
+                 .Help(
+                     "Estimates with W_c samples, by how W_c was made: client_median (the "
+                     "lower median of per-client means) or mean (a bucket without a client "
+                     "table in the window)")
+                 .Register(r);
+  wc_by_median_ = &wc.Add({{"method", "client_median"}});
+  wc_by_mean_ = &wc.Add({{"method", "mean"}});
+  wc_left_out_ = &BuildCounter()
+                      .Name("spand_estimates_wc_clients_left_out_total")
+                      .Help(
+                          "Estimates whose window had more W_c clients than the median's table "
+                          "keeps (16, by smallest client id): the others' samples not in it")
+                      .Register(r)
+                      .Add({});
 }
 
 void Metrics::observe_rpc(RpcMethod m, grpc::StatusCode code, double seconds) {
@@ -283,6 +299,9 @@ void Metrics::set_writer_totals(const WriterTotals& t) {
   advance(rejected_rtt_, t.rejected_rtt_bound, b.rejected_rtt_bound);
   advance(clock_clamped_, t.clock_clamped, b.clock_clamped);
   advance(clock_repaired_, t.clock_repaired, b.clock_repaired);
+  advance(wc_by_median_, t.wc_by_median, b.wc_by_median);
+  advance(wc_by_mean_, t.wc_by_mean, b.wc_by_mean);
+  advance(wc_left_out_, t.wc_clients_left_out, b.wc_clients_left_out);
   for (size_t i = 0; i < report_rejected_.size(); ++i)
     advance(report_rejected_[i], t.report_rejected[i], b.report_rejected[i]);
   backlog_->Set(double(t.backlog_updates));

@@ -51,6 +51,10 @@ struct WriterTotals {
       0;  // the service's "now": capture time (gateway), store clock (replica)
   // Report messages rejected, by ReportReject (estimates_core.hpp) order.
   std::array<uint64_t, 8> report_rejected{};
+  // Answers by how their W_c was made (EstimatesCore::wc_by_median and friends).
+  uint64_t wc_by_median = 0;
+  uint64_t wc_by_mean = 0;
+  uint64_t wc_clients_left_out = 0;
 };
 
 // spand_grpc_request_duration_seconds{method}, observed without a lock: prometheus-cpp 1.0's
@@ -127,6 +131,9 @@ class Metrics {
   prometheus::Counter* rejected_rtt_;
   prometheus::Counter* clock_clamped_;
   prometheus::Counter* clock_repaired_;
+  prometheus::Counter* wc_by_median_;
+  prometheus::Counter* wc_by_mean_;
+  prometheus::Counter* wc_left_out_;
   prometheus::Gauge* store_clock_;
   std::array<prometheus::Counter*, 8> report_rejected_{};
   prometheus::Family<prometheus::Counter>* rpc_family_;

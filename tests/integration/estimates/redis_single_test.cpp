@@ -187,7 +187,10 @@ TEST_F(SingleRedis, SamplesOlderThanTheWindowLeaveByCaptureTime) {
   Estimate e1 = estimate_at(t + 260 * kSec);
   EXPECT_EQ(e1.samples, 8u);
   EXPECT_EQ(e1.verdict, Verdict::kUseEstimate);
-  EXPECT_DOUBLE_EQ(e1.wc_segments, (6 * 20.0 + 2 * 40.0) / 8);
+  EXPECT_DOUBLE_EQ(e1.wc_mean_segments, (6 * 20.0 + 2 * 40.0) / 8);
+  // Client means 30, 30, 20, 20, 20, 20: the lower median is 20.
+  EXPECT_TRUE(e1.wc_is_median);
+  EXPECT_DOUBLE_EQ(e1.wc_segments, 20.0);
   // 310 s after: the first six are older than S = 300 s; two samples remain: slow start.
   Estimate e2 = estimate_at(t + 310 * kSec);
   EXPECT_EQ(e2.samples, 2u);
@@ -390,6 +393,63 @@ TEST_F(SingleRedis, ClientsMaskIsCombinedAndLegacyValuesKeepTheirCreationTime) {
   EXPECT_EQ(acc.wc_count, 13u);
   EXPECT_EQ(acc.distinct_wc_clients(), 2u);
   EXPECT_EQ(compute_estimate(acc, t0 + kSec, 5, {}, 2).verdict, Verdict::kUseEstimate);
+}
+
+// The W_c client table is merged in Lua (bottom 16 client ids, the rest counted as overflow):
+// 40 clients over two writers, several flushes and two buckets read back as the table of one
+// in-memory accumulator of all the samples. A bucket written before the table (nine sums, mask,
+// histogram, created_s) that the new script updates keeps samples no table covers: no median.
+TEST_F(SingleRedis, WcClientTableIsMergedAcrossWritersFlushesAndBuckets) {
+  RedisStore store(store_opts(*server_)), store2(store_opts(*server_));
+  SampleWriter w(store, sync_writer()), w2(store2, sync_writer());
+  Driver d(w), d2(w2);
+  const uint64_t t0 = 1'700'000'000 * kSec;
+  const Prefix p = prefix24(4);
+  Accumulator all;
+  Lcg rng{7};
+  for (int flush = 0; flush < 4; ++flush) {
+    for (uint32_t host = 1; host <= 40; ++host) {
+      if (rng.next() % 3 == 0) continue;
+      const Sample s = make_sample(SampleKind::kWc, client_of(4, host), 1 + rng.next() % 60,
+                                   t0 + uint64_t(flush) * 6 * kSec + host);
+      all.add(s);
+      (host % 2 ? w : w2).add(s);
+    }
+    d.flush(t0 + uint64_t(flush) * 6 * kSec);
+    d2.flush(t0 + uint64_t(flush) * 6 * kSec);
+  }
+  const uint64_t now = t0 + 30 * kSec;
+  Accumulator acc;
+  std::string e;
+  ASSERT_TRUE(store.read_window(p, now, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, all.wc_count);
+  ASSERT_TRUE(acc.has_wc_client_median());
+  ASSERT_EQ(acc.wc_client_n, kWcClientSlots);
+  EXPECT_EQ(acc.wc_client_overflow, all.wc_client_overflow);
+  for (uint32_t i = 0; i < kWcClientSlots; ++i) {
+    EXPECT_EQ(acc.wc_client[i].id, all.wc_client[i].id) << i;
+    EXPECT_EQ(acc.wc_client[i].count, all.wc_client[i].count) << i;
+    EXPECT_EQ(acc.wc_client[i].sum, all.wc_client[i].sum) << i;
+  }
+  EXPECT_DOUBLE_EQ(acc.wc_client_median(), all.wc_client_median());
+
+  const Prefix q = prefix24(5);
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  ASSERT_TRUE(c.command({"HSET", window_key(q), bucket_field(t0 / kSec),
+                         "2 20 200 0 0 0 1700000000000000001 2 0 1 0:0 1234567"},
+                        r, e))
+      << e;
+  for (uint32_t host = 1; host <= 5; ++host)
+    w.add(make_sample(SampleKind::kWc, client_of(5, host), 10, t0 + 1));
+  d.flush(t0 + kSec);
+  ASSERT_TRUE(store.read_window(q, t0 + kSec, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 7u);
+  EXPECT_EQ(acc.wc_client_samples, 5u);
+  EXPECT_FALSE(acc.has_wc_client_median());
+  ASSERT_TRUE(c.command({"HGET", window_key(q), bucket_field(t0 / kSec)}, r, e)) << e;
+  EXPECT_EQ(r.str.substr(r.str.rfind(' ') + 1), "1234567") << r.str;
 }
 
 TEST_F(SingleRedis, RedisGoesAwayBacklogIsBoundedAndDrains) {

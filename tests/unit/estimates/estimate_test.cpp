@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <vector>
 
 namespace spand {
@@ -17,6 +18,24 @@ Sample wc(uint32_t v, uint64_t ts_ns) {
   s.value = v;
   s.ts_ns = ts_ns;
   return s;
+}
+
+// A W_c sample from client 198.51.100.<host> (a distinct address per host up to 255; above, the
+// third byte changes too: still one address per host).
+Sample wc_from(uint32_t host, uint32_t v, uint64_t ts_ns) {
+  Sample s = wc(v, ts_ns);
+  const uint8_t raw[4] = {198, 51, uint8_t(100 + host / 256), uint8_t(host % 256)};
+  s.client = IpAddr::from_v4(raw);
+  return s;
+}
+
+// The accumulator as a reader sees one made before the client table: the same sums, no table.
+Accumulator legacy(Accumulator acc) {
+  acc.wc_client = {};
+  acc.wc_client_n = 0;
+  acc.wc_client_overflow = 0;
+  acc.wc_client_samples = 0;
+  return acc;
 }
 
 Sample rtt(uint32_t us, uint64_t ts_ns) {
@@ -168,18 +187,133 @@ TEST(Estimate, MinimumDistinctClients) {
 // Outlier rule: ten W_c samples near 10 and one forged 5255 (issue 12's sequence jump) have a
 // standard deviation 3.25 times their mean: SLOW_START with max_wc_cv 2; the honest ten alone
 // (and every prefix of the bundled captures, at most 1.24) stay USE_ESTIMATE.
+// The rule applies to windows whose W_c is the mean: some bucket written without a client table
+// (legacy() below); a window with tables takes the median of per-client means instead.
 TEST(Estimate, OutlierRuleRefusesAWindowDominatedByFewExtremeSamples) {
   Accumulator acc;
   for (uint32_t v : {8, 9, 10, 10, 11, 12, 9, 10, 11, 10}) acc.add(wc(v, kSec));
-  Estimate e = compute_estimate(acc, 2 * kSec, 5, {}, 1, 2.0);
+  Estimate e = compute_estimate(legacy(acc), 2 * kSec, 5, {}, 1, 2.0);
+  EXPECT_FALSE(e.wc_is_median);
   EXPECT_FALSE(e.outlier);
   EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
   acc.add(wc(5255, kSec));
-  e = compute_estimate(acc, 2 * kSec, 5, {}, 1, 2.0);
+  e = compute_estimate(legacy(acc), 2 * kSec, 5, {}, 1, 2.0);
   EXPECT_NEAR(e.wc_stddev / e.wc_segments, 3.25, 0.05);
   EXPECT_TRUE(e.outlier);
   EXPECT_EQ(e.verdict, Verdict::kSlowStart);
-  EXPECT_EQ(compute_estimate(acc, 2 * kSec, 5, {}, 1, 0).verdict, Verdict::kUseEstimate);
+  EXPECT_EQ(compute_estimate(legacy(acc), 2 * kSec, 5, {}, 1, 0).verdict, Verdict::kUseEstimate);
+  // With the table the rule is off: the same window is the median of its one client's mean.
+  e = compute_estimate(acc, 2 * kSec, 5, {}, 1, 2.0);
+  EXPECT_TRUE(e.wc_is_median);
+  EXPECT_FALSE(e.outlier);
+  EXPECT_DOUBLE_EQ(e.wc_segments, (100.0 + 5255) / 11);
+}
+
+// The robust W_c (issue 12): each client's mean, then the lower median of those, against a
+// direct computation over the raw samples (per-address lists, sorted means).
+double lower_median_of_client_means(const std::map<uint32_t, std::vector<uint32_t>>& by_host) {
+  std::vector<double> means;
+  for (const auto& [host, values] : by_host) {
+    double sum = 0;
+    for (uint32_t v : values) sum += v;
+    means.push_back(sum / double(values.size()));
+  }
+  std::sort(means.begin(), means.end());
+  return means[(means.size() - 1) / 2];
+}
+
+TEST(Estimate, WcIsTheLowerMedianOfPerClientMeans) {
+  std::map<uint32_t, std::vector<uint32_t>> honest = {
+      {1, {8, 9, 10}}, {2, {12, 12}}, {3, {10}}, {4, {9, 11, 13, 7}}, {5, {20, 16}}};
+  // Client means 9, 12, 10, 10, 18: sorted 9 10 10 12 18, the middle one 10.
+  ASSERT_DOUBLE_EQ(lower_median_of_client_means(honest), 10.0);
+  Accumulator acc;
+  for (const auto& [host, values] : honest)
+    for (uint32_t v : values) acc.add(wc_from(host, v, kSec));
+  Estimate e = compute_estimate(acc, 2 * kSec, 5, {}, 2);
+  EXPECT_TRUE(e.wc_is_median);
+  EXPECT_DOUBLE_EQ(e.wc_segments, 10.0);
+  EXPECT_DOUBLE_EQ(e.wc_mean_segments, 137.0 / 12);
+  EXPECT_EQ(e.clients, 5u);
+  EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
+  // One client with six forged sequence-jump samples (5255, issue 12): the mean goes to 1,759,
+  // the median stays (six client means, the third smallest is still 10).
+  Accumulator forged_up = acc;
+  for (int i = 0; i < 6; ++i) forged_up.add(wc_from(66, 5255, kSec));
+  e = compute_estimate(forged_up, 2 * kSec, 5, {}, 2);
+  EXPECT_NEAR(e.wc_mean_segments, (137.0 + 6 * 5255) / 18, 1e-9);
+  EXPECT_DOUBLE_EQ(e.wc_segments, 10.0);
+  EXPECT_EQ(e.verdict, Verdict::kUseEstimate);
+  // One client pulling down (six samples of 2): 9 10 10 12 18 plus 2, the third is 10.
+  Accumulator forged_down = acc;
+  for (int i = 0; i < 6; ++i) forged_down.add(wc_from(67, 2, kSec));
+  EXPECT_DOUBLE_EQ(compute_estimate(forged_down, 2 * kSec, 5, {}, 2).wc_segments, 10.0);
+  // Lifting it above every honest client takes more forged clients than honest ones: with five
+  // forged ones it is 18 (the fifth smallest of ten: the largest honest mean), with six 5255.
+  Accumulator many = acc;
+  for (uint32_t h = 100; h < 105; ++h) many.add(wc_from(h, 5255, kSec));
+  EXPECT_DOUBLE_EQ(compute_estimate(many, 2 * kSec, 5, {}, 2).wc_segments, 18.0);
+  many.add(wc_from(105, 5255, kSec));
+  EXPECT_DOUBLE_EQ(compute_estimate(many, 2 * kSec, 5, {}, 2).wc_segments, 5255.0);
+  // Two clients: the smaller mean, so one forger beside one honest client cannot lift it.
+  Accumulator two;
+  for (uint32_t v : {10, 10, 11}) two.add(wc_from(1, v, kSec));
+  for (int i = 0; i < 20; ++i) two.add(wc_from(2, 5255, kSec));
+  EXPECT_NEAR(compute_estimate(two, 2 * kSec, 5, {}, 2).wc_segments, 31.0 / 3, 1e-12);
+}
+
+// Random clients and values against the direct computation, with more clients than the table
+// holds (the median is then over the 16 smallest client ids, computed here from client_id).
+TEST(Estimate, MedianMatchesDirectComputationOnRandomWindows) {
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return uint32_t(state >> 33);
+  };
+  for (int round = 0; round < 200; ++round) {
+    const uint32_t clients = 1 + next() % 40;
+    std::map<uint32_t, std::vector<uint32_t>> by_id;  // client_id -> values
+    std::vector<Sample> samples;
+    for (uint32_t c = 0; c < clients; ++c) {
+      const uint32_t n = 1 + next() % 5;
+      for (uint32_t i = 0; i < n; ++i) {
+        Sample s = wc_from(1000 + c, 1 + next() % 300, kSec);
+        by_id[client_id(s.client)].push_back(s.value);
+        samples.push_back(s);
+      }
+    }
+    std::map<uint32_t, std::vector<uint32_t>> kept;
+    uint64_t left_out = 0;
+    for (const auto& [id, values] : by_id) {
+      if (kept.size() < kWcClientSlots)
+        kept[id] = values;
+      else
+        left_out += values.size();
+    }
+    // Split over four accumulators (buckets, gateways) merged in some order.
+    Accumulator parts[4];
+    for (size_t i = 0; i < samples.size(); ++i) parts[next() % 4].add(samples[i]);
+    Accumulator acc;
+    for (uint32_t i : {2u, 0u, 3u, 1u}) acc.merge(parts[i]);
+    ASSERT_TRUE(acc.has_wc_client_median());
+    EXPECT_EQ(acc.wc_client_n, kept.size());
+    EXPECT_EQ(acc.wc_client_overflow, left_out);
+    EXPECT_DOUBLE_EQ(acc.wc_client_median(), lower_median_of_client_means(kept)) << round;
+  }
+}
+
+// A window with a bucket written without a client table (before 2026-11-25) has W_c samples no
+// table covers: the mean, as before.
+TEST(Estimate, WindowWithALegacyBucketFallsBackToTheMean) {
+  Accumulator acc;
+  for (uint32_t v : {10, 12, 14, 16, 18}) acc.add(wc_from(v, v, kSec));
+  Accumulator old_bucket;
+  for (uint32_t v : {100, 100}) old_bucket.add(wc_from(7, v, kSec));
+  acc.merge(legacy(old_bucket));
+  EXPECT_FALSE(acc.has_wc_client_median());
+  const Estimate e = compute_estimate(acc, 2 * kSec, 5, {}, 2);
+  EXPECT_FALSE(e.wc_is_median);
+  EXPECT_DOUBLE_EQ(e.wc_segments, 270.0 / 7);
 }
 
 TEST(Estimate, VerdictThreshold) {

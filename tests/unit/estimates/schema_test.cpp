@@ -148,6 +148,60 @@ TEST(Schema, BucketValueWithTheRttHistogram) {
   }
 }
 
+// The W_c client table between the histogram and created_s (since 2026-11-25): "overflow" then
+// ",id:count:sum" per client, ascending id. Read into the accumulator's table; a value without it
+// reads with no table (no median); a table that is not what a writer makes makes the value
+// malformed.
+TEST(Schema, BucketValueWithTheWcClientTable) {
+  Accumulator w;
+  for (uint32_t host : {7u, 7u, 9u}) {
+    Sample s;
+    s.kind = SampleKind::kWc;
+    const uint8_t raw[4] = {198, 51, 100, uint8_t(host)};
+    s.client = IpAddr::from_v4(raw);
+    s.value = host;
+    w.add(s);
+  }
+  std::string text = format_wc_table(w);
+  // Two clients, ascending ids, counts 2 and 1, sums 14 and 9 (in the order of their ids).
+  ASSERT_EQ(w.wc_client_n, 2u);
+  const bool seven_first = w.wc_client[0].sum == 14;
+  const std::string first = seven_first ? ":2:14" : ":1:9", second = seven_first ? ":1:9" : ":2:14";
+  EXPECT_EQ(text, "0," + std::to_string(w.wc_client[0].id) + first + "," +
+                      std::to_string(w.wc_client[1].id) + second);
+  EXPECT_EQ(format_wc_table(Accumulator{}), "0");
+  Accumulator acc;
+  ASSERT_TRUE(add_bucket_value(
+      "3 23 179 0 0 0 1700000017123456789 3 0 5 0:0 " + text + " 1763776510", acc));
+  EXPECT_EQ(acc.wc_client_n, 2u);
+  EXPECT_EQ(acc.wc_client_samples, 3u);
+  EXPECT_TRUE(acc.has_wc_client_median());
+  EXPECT_DOUBLE_EQ(acc.wc_client_median(), 7.0);  // means 7 and 9: the lower
+  // Overflow counts as covered samples, not as a client.
+  Accumulator with_overflow;
+  ASSERT_TRUE(add_bucket_value("4 24 180 0 0 0 1700000017123456789 4 0 5 0:0 1,5:3:21 1763776510",
+                               with_overflow));
+  EXPECT_EQ(with_overflow.wc_client_n, 1u);
+  EXPECT_EQ(with_overflow.wc_client_overflow, 1u);
+  EXPECT_TRUE(with_overflow.has_wc_client_median());
+  Accumulator legacy;
+  ASSERT_TRUE(add_bucket_value("3 23 179 0 0 0 1700000017123456789 3 0 5 0:0 1763776510", legacy));
+  EXPECT_EQ(legacy.wc_client_samples, 0u);
+  EXPECT_FALSE(legacy.has_wc_client_median());
+  std::string seventeen = "0";
+  for (int i = 1; i <= 17; ++i) seventeen += "," + std::to_string(i) + ":1:10";
+  for (const std::string& bad : std::vector<std::string>{
+           "x", "0,", "0,5:1", "0,5:1:10,", "0,9:1:10,5:1:10", "0,5:1:10,5:1:10", "0,5:0:0",
+           "0,4294967296:1:10", "0,5:1:4294967296", "-1", "0;5:1:10", "4,5:1:10",
+           "9007199254740993", seventeen}) {
+    Accumulator b;
+    const std::string v = "3 23 179 0 0 0 1700000017123456789 3 0 5 0:0 " + bad + " 1763776510";
+    EXPECT_FALSE(add_bucket_value(v, b)) << bad;
+    EXPECT_EQ(b.wc_count, 0u) << bad;
+    EXPECT_EQ(b.wc_client_n, 0u) << bad;
+  }
+}
+
 // A value that is not what a writer makes is malformed, and the accumulator is left alone: a
 // negative or non-finite field (a negative count or minimum RTT converted to an unsigned type is
 // undefined behaviour; NaN would spread to every mean), a minimum RTT beyond 32 bits, a newest

@@ -141,6 +141,46 @@ TEST_F(CoreTest, VerdictFollowsMinSamples) {
   EXPECT_EQ(core.slow_start_count(), 2u);
 }
 
+// Get answers the lower median of per-client means; the counters say how each answer's W_c was
+// made: a window of samples added with their clients (tables) is client_median, one of bare sums
+// (window_of above, as buckets written before the table read) is mean, and one with more clients
+// than the table keeps counts as left out.
+TEST_F(CoreTest, WcIsTheClientMedianAndCountedByMethod) {
+  opts.min_clients = 2;
+  EstimatesCore core = make();
+  Accumulator robust;
+  auto add = [&](Accumulator& a, const char* client, uint32_t wc) {
+    Sample s;
+    s.kind = SampleKind::kWc;
+    s.client = v4(client);
+    s.value = wc;
+    s.ts_ns = 100 * kSecondNs;
+    a.add(s);
+  };
+  for (const char* c : {"198.51.100.1", "198.51.100.2", "198.51.100.3"}) add(robust, c, 10);
+  for (int i = 0; i < 6; ++i) add(robust, "198.51.100.66", 5255);  // one forging client
+  store.set(prefix_of(v4("198.51.100.1"), opts.prefix), robust);
+  store.set(prefix_of(v4("203.0.113.1"), opts.prefix),
+            window_of({10, 10, 10, 10, 10}, {}, 100 * kSecondNs));
+  Accumulator crowd;
+  for (int h = 1; h <= 20; ++h) add(crowd, ("192.0.2." + std::to_string(h)).c_str(), 12);
+  store.set(prefix_of(v4("192.0.2.1"), opts.prefix), crowd);
+  v1::Estimate out;
+  ASSERT_TRUE(core.get(req("198.51.100.1"), out).ok());
+  EXPECT_DOUBLE_EQ(out.wc_segments(), 10.0);  // means 10, 10, 10, 5255: the second smallest
+  EXPECT_EQ(out.verdict(), v1::USE_ESTIMATE);
+  EXPECT_EQ(core.wc_by_median(), 1u);
+  ASSERT_TRUE(core.get(req("203.0.113.1"), out).ok());
+  EXPECT_DOUBLE_EQ(out.wc_segments(), 10.0);
+  EXPECT_EQ(core.wc_by_mean(), 1u);
+  ASSERT_TRUE(core.get(req("192.0.2.1"), out).ok());
+  EXPECT_DOUBLE_EQ(out.wc_segments(), 12.0);
+  EXPECT_EQ(core.wc_by_median(), 2u);
+  EXPECT_EQ(core.wc_clients_left_out(), 1u);
+  ASSERT_TRUE(core.get(req("2001:db8::1"), out).ok());  // no W_c samples: neither
+  EXPECT_EQ(core.wc_by_median() + core.wc_by_mean(), 3u);
+}
+
 TEST_F(CoreTest, NoSamplesIsSlowStartEvenWithMinSamplesZero) {
   opts.min_samples = 0;
   EstimatesCore core = make();
