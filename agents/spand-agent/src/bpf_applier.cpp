@@ -13,9 +13,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "instance_lock.hpp"
 #include "spand_maps.h"
 #include "spand_sockops.skel.h"
 
@@ -62,26 +61,6 @@ int cleanup_stale_bpf(const std::string& pin_dir) {
   }
   return removed;
 }
-
-namespace {
-
-// The pid holding an flock on inode `ino` according to /proc/locks ("1: FLOCK ADVISORY WRITE
-// PID MAJ:MIN:INODE 0 EOF"), 0 when not found.
-int flock_holder(ino_t ino) {
-  std::ifstream in("/proc/locks");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string id, kind, advisory, mode, dev_ino;
-    int pid = 0;
-    if (!(f >> id >> kind >> advisory >> mode >> pid >> dev_ino) || kind != "FLOCK") continue;
-    const size_t colon = dev_ino.rfind(':');
-    if (colon != std::string::npos && dev_ino.substr(colon + 1) == std::to_string(ino)) return pid;
-  }
-  return 0;
-}
-
-}  // namespace
 
 PinDirLock::~PinDirLock() {
   if (fd_ >= 0) close(fd_);

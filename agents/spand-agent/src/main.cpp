@@ -61,7 +61,7 @@ enum ExitCode {
   kExitOk = 0,
   kExitRuntime = 1,
   kExitUsage = 2,
-  kExitBusy = 3,  // another agent holds the pin directory
+  kExitBusy = 3,  // another agent holds the pin directory or a pacing device
   kExitPrivileges = 4
 };
 
@@ -160,7 +160,7 @@ void usage(std::FILE* out) {
       "      --version              print the version and the libraries' versions, and exit\n"
       "  -h, --help\n"
       "exit status: 0 ok, 1 runtime error, 2 bad usage or configuration, 3 another agent\n"
-      "holds the pin directory, 4 missing privileges\n");
+      "holds the pin directory or a pacing device, 4 missing privileges\n");
 }
 
 bool has_cap(int cap) {
@@ -687,7 +687,7 @@ int run(int argc, char** argv) {
       pacing = std::make_unique<PacingQdiscs>(cfg.pace_devices);
       if (!pacing->start(err)) {
         std::fprintf(stderr, "spand-agent: %s\n", err.c_str());
-        return kExitRuntime;
+        return pacing->busy() ? kExitBusy : kExitRuntime;
       }
       std::fprintf(stderr, "spand-agent: pacing classes installed on %zu device(s)\n",
                    pacing->installed());

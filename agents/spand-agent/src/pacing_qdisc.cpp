@@ -103,6 +103,23 @@ bool PacingQdiscs::install(const std::string& dev, std::string& error) {
     error = "pacing device " + dev + ": no such device";
     return false;
   }
+  PaceDeviceLock lock;
+  int holder = 0;
+  switch (lock.acquire(ifindex, error, holder)) {
+    case PaceDeviceLock::Result::kLocked:
+      locks_.push_back(std::move(lock));
+      break;
+    case PaceDeviceLock::Result::kBusy:
+      busy_ = true;
+      error = "pacing device " + dev + ": another spand-agent" +
+              (holder ? " (pid " + std::to_string(holder) + ")" : std::string()) +
+              " paces it: one agent per pacing device (stop it, or leave " + dev +
+              " out of agent.pace_devices / --pace-device)";
+      return false;
+    case PaceDeviceLock::Result::kError:
+      error = "pacing device " + dev + ": " + error;
+      return false;
+  }
   RootQdisc root;
   if (!root_qdisc(ifindex, root, error)) return false;
   if (root.found && root.handle == kHandle && root.kind == "htb") {
@@ -171,6 +188,7 @@ bool PacingQdiscs::install(const std::string& dev, std::string& error) {
 }
 
 bool PacingQdiscs::start(std::string& error) {
+  busy_ = false;
   if (!rtnl_.open(error)) return false;
   for (const std::string& dev : devices_) {
     if (!install(dev, error)) {
@@ -188,6 +206,7 @@ void PacingQdiscs::stop() {
     remove_root(ifindex, err);  // a device that went away took its qdisc with it
   }
   installed_.clear();
+  locks_.clear();  // after the qdiscs are gone
   rtnl_.close();
 }
 

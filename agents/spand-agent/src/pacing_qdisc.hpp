@@ -7,14 +7,18 @@
 // The sock_ops program selects a class through the socket's priority (libspand/spand_maps.h).
 //
 // A device whose root qdisc was set up by someone else (a nonzero handle that is not ours) is
-// refused rather than replaced. Our own root qdisc from an earlier instance is replaced. stop()
-// deletes the root qdisc, which gives the device its default qdisc back.
+// refused rather than replaced. One agent per device: each device is locked first
+// (PaceDeviceLock, instance_lock.hpp), and a device another agent holds is refused (busy()), so
+// our own root qdisc found there is an earlier instance's (killed before it could clean up) and
+// is replaced. stop() deletes the root qdisc, which gives the device its default qdisc back, and
+// releases the locks.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "instance_lock.hpp"
 #include "rtnl.hpp"
 
 namespace spand::agent {
@@ -31,6 +35,8 @@ class PacingQdiscs {
   bool start(std::string& error);
   void stop();
   size_t installed() const { return installed_.size(); }
+  // start() failed because another agent holds one of the devices (the error names it).
+  bool busy() const { return busy_; }
   static uint32_t classes_per_device();
 
   // A device's root qdisc, as the qdisc dump shows it.
@@ -48,6 +54,8 @@ class PacingQdiscs {
 
   std::vector<std::string> devices_;
   std::vector<int> installed_;  // ifindexes with our root qdisc
+  std::vector<PaceDeviceLock> locks_;
+  bool busy_ = false;
   Rtnl rtnl_;
 };
 

@@ -1,6 +1,6 @@
 """Agent safety (issue 12, item 7), on the real kernel in network namespaces: one agent per pin
-directory (a second one refuses to start and leaves the first alone), per-instance pin
-directories, and a policy that ends in the kernel by itself once its estimate is too old, so an
+directory and one per pacing device (a second one refuses to start and leaves the first alone),
+per-instance pin directories, and a policy that ends in the kernel by itself once its estimate is too old, so an
 agent killed with SIGKILL stops applying within its max age (tcp_probe as the truth). Every
 test uses its own pin directory, never the default /sys/fs/bpf/spand. Run as root."""
 import json
@@ -18,7 +18,7 @@ from test_agent import (AGENT, EXPECTED, PAPER, PORT, SIZE, cgroup_progs, est, e
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, BPF, tracefs)")
 
 STAT_EXPIRED = 17  # enum spand_stat in agents/libspand/spand_maps.h
-EXIT_BUSY = 3      # spand-agent: another agent holds the pin directory
+EXIT_BUSY = 3      # spand-agent: another agent holds the pin directory or a pacing device
 KERNEL_IW = 10     # Linux's initial window
 NO_SSTHRESH = 0x7fffffff
 
@@ -94,6 +94,59 @@ def test_second_agent_on_a_pin_directory_refuses_and_leaves_the_first_alone():
             assert "spand_sockops" not in cgroup_progs(lab)
             assert not os.path.exists(pins)
         finally:
+            remove_leftovers(lab, pins, ef)
+            remove_leftovers(lab, pins_b, ef)
+            os.rmdir(other_cgroup)
+
+
+def test_second_agent_on_a_pacing_device_refuses_and_leaves_the_first_alone():
+    """Two agents on different pin directories (different cgroups) but one --pace-device: the
+    second would replace the first one's HTB root qdisc and delete it at exit. It refuses with
+    exit 3 before changing anything, naming the first; the first's qdisc and classes stay."""
+    with Lab("sf3") as lab:
+        pins, pins_b = pin_dir("sf3"), pin_dir("sf3b")
+        other_cgroup = lab.cgroup + "_b"
+        os.makedirs(other_cgroup, exist_ok=True)
+        dev = lab.name + "v"
+        ef = estimates_file([est("10.77.1.0/24")])
+
+        def tc(what):
+            return sh("ip netns exec %s tc %s show dev %s" % (lab.srv, what, dev)).stdout
+        started = []
+
+        def start(*args, **kw):
+            started.append(lab.start(lab.in_srv(agent_args(lab, *args, **kw))))
+            return started[-1]
+        try:
+            first = start(pins, ef, "--pace-device", dev)
+            first.wait_line(r"applied port=8080 prefix=10.77.1.0/24 init_cwnd=%d " % EXPECTED)
+            classes = tc("class")
+            assert "qdisc htb 5350: root" in tc("qdisc") and classes.count("class htb") > 0
+            second = start(pins_b, ef, "--pace-device", dev, cgroup=other_cgroup)
+            second.wait_line(r"pacing device %s: another spand-agent \(pid %d\) paces it: one "
+                             r"agent per pacing device" % (dev, first.p.pid))
+            assert second.p.wait(timeout=20) == EXIT_BUSY
+            assert "applied" not in "\n".join(second.drain())
+            assert "spand_sockops" not in sh("bpftool cgroup show %s" % other_cgroup).stdout
+            assert not os.path.exists(pins_b + "/sockops_link")
+            # The first one's qdisc and classes are as they were, and its program still runs.
+            assert tc("class") == classes
+            assert cgroup_progs(lab).count("spand_sockops") == 1
+            # Without the device the second agent starts (another pin directory, another cgroup).
+            other = start(pins_b, ef, cgroup=other_cgroup)
+            other.wait_line(r"applied port=8080")
+            assert other.stop() == 0
+            assert tc("class") == classes
+            assert first.stop() == 0
+            assert "5350:" not in tc("qdisc")
+            # Once the first is gone the device is free again.
+            again = start(pins_b, ef, "--pace-device", dev, cgroup=other_cgroup)
+            again.wait_line(r"applied port=8080")
+            assert "qdisc htb 5350: root" in tc("qdisc")
+            assert again.stop() == 0
+        finally:
+            for a in started:  # on a failure, before the leftovers are removed
+                a.stop()
             remove_leftovers(lab, pins, ef)
             remove_leftovers(lab, pins_b, ef)
             os.rmdir(other_cgroup)
