@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <vector>
@@ -88,7 +89,13 @@ int collect_ours(const nlmsghdr* nlh, void* data) {
 
 }  // namespace
 
-RouteApplier::RouteApplier() = default;
+double monotonic_now_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
+RouteApplier::RouteApplier(std::function<double()> now_s) : now_s_(std::move(now_s)) {}
 RouteApplier::~RouteApplier() {
   stop();
 }
@@ -170,6 +177,14 @@ bool RouteApplier::upsert(const KernelPolicy& p, std::string& error) {
   if (serving.oif) mnl_attr_put_u32(nlh, RTA_OIF, serving.oif);
   if (serving.has_gateway) mnl_attr_put(nlh, RTA_GATEWAY, family_len(pre), serving.gateway.data());
   if (serving.has_prefsrc) mnl_attr_put(nlh, RTA_PREFSRC, family_len(pre), serving.prefsrc.data());
+  if (!pre.v4 && p.expires_s > 0) {
+    // Whole seconds, rounded up; at least 1 (0 would mean no lifetime). The kernel caps it.
+    const double left_s = std::ceil(p.expires_s - now_s_());
+    mnl_attr_put_u32(nlh, RTA_EXPIRES,
+                     left_s < 1            ? 1u
+                     : left_s > 0x7fffffff ? 0x7fffffffu
+                                           : uint32_t(left_s));
+  }
   nlattr* metrics = mnl_attr_nest_start(nlh, RTA_METRICS);
   mnl_attr_put_u32(nlh, RTAX_INITCWND, p.init_cwnd_segments);
   if (p.skip_slow_start) {
@@ -189,6 +204,11 @@ bool RouteApplier::upsert(const KernelPolicy& p, std::string& error) {
   }
   tables_[pre] = serving.table;
   return true;
+}
+
+bool RouteApplier::renew(const KernelPolicy& policy, std::string& error) {
+  if (policy.key.prefix.v4 || tables_.count(policy.key.prefix) == 0) return true;
+  return upsert(policy, error);
 }
 
 bool RouteApplier::remove(const PolicyKey& key, std::string& error) {

@@ -183,3 +183,64 @@ def test_policy_of_an_agent_killed_with_sigkill_expires_in_the_kernel():
         finally:
             remove_leftovers(lab, pins, ef)
             os.unlink(cfg.name)
+
+
+def unit_stop_post_commands():
+    """The ExecStopPost lines of the agent's systemd unit, as argv lists ('-' dropped)."""
+    unit = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "deploy",
+                        "systemd", "spand-agent.service.in")
+    return [line.split("=", 1)[1].lstrip("-").split()
+            for line in open(unit).read().splitlines() if line.startswith("ExecStopPost=")]
+
+
+def test_route_mode_after_sigkill_ipv6_expires_ipv4_needs_the_units_stop_post():
+    """Route mode has no program to check a deadline: an IPv6 route carries the policy's
+    deadline as its kernel lifetime and stops applying by itself; an IPv4 route has none in
+    Linux and keeps its initcwnd after SIGKILL until the unit's ExecStopPost removes it."""
+    max_age_s = 5
+    with Lab("sf4") as lab:
+        dev = lab.name + "v"
+        # An IPv6 path for the agent to copy: 2001:db8::/32 via a neighbour on the veth.
+        sh("ip -n %s -6 addr add fd77::1/64 dev %s nodad" % (lab.srv, dev))
+        sh("ip -n %s -6 route add 2001:db8::/32 via fd77::2 dev %s" % (lab.srv, dev))
+        ef = estimates_file([dict(est("10.77.1.0/24"), age_s=0),
+                             dict(est("2001:db8:77::/48"), age_s=0)])
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        cfg.write("[policy]\nmax_age_s = %d\n" % max_age_s)
+        cfg.close()
+
+        def get(addr):
+            return sh("ip -n %s route get %s" % (lab.srv, addr)).stdout
+
+        def ours():
+            return (sh("ip -n %s route show table all proto 245" % lab.srv).stdout +
+                    sh("ip -n %s -6 route show table all proto 245" % lab.srv).stdout)
+        try:
+            agent = lab.start(lab.in_srv([AGENT, *PAPER, "--metrics", "", "--mode", "route",
+                                          "-f", ef, "-c", cfg.name, "-p", "0:%d" % SIZE,
+                                          "-P", "10.77.1.0/24", "-P", "2001:db8:77::/48"]))
+            agent.wait_line(r"applied port=0 prefix=10.77.1.0/24 init_cwnd=%d" % EXPECTED)
+            agent.wait_line(r"applied port=0 prefix=2001:db8:77::/48 init_cwnd=%d" % EXPECTED)
+            applied_at = time.monotonic()  # the estimates arrived before this
+            v6 = sh("ip -n %s -6 route show proto 245" % lab.srv).stdout
+            print(v6)
+            assert "expires" in v6 and "initcwnd %d" % EXPECTED in v6
+            assert "expires" not in sh("ip -n %s route show proto 245" % lab.srv).stdout
+            assert "initcwnd %d" % EXPECTED in get("2001:db8:77::5")
+            agent.stop(signal.SIGKILL)  # removes nothing
+            assert "initcwnd %d" % EXPECTED in get("2001:db8:77::5")
+            assert "initcwnd %d" % EXPECTED in get("10.77.1.5")
+            # Waiting for time itself: the deadline is at most max_age_s after the estimate came.
+            time.sleep(max(0.0, applied_at + max_age_s + 1.0 - time.monotonic()))
+            after = get("2001:db8:77::5")
+            print(after)
+            assert "initcwnd" not in after and "via fd77::2" in after  # the /32 serves again
+            assert "initcwnd %d" % EXPECTED in get("10.77.1.5")  # no lifetime for IPv4
+            for argv in unit_stop_post_commands():
+                sh("ip netns exec %s %s" % (lab.srv, " ".join(argv)))
+            assert ours() == ""
+            assert "initcwnd" not in get("10.77.1.5")
+        finally:
+            sh("ip netns exec %s ip route flush table all proto 245" % lab.srv)
+            sh("ip netns exec %s ip -6 route flush table all proto 245" % lab.srv)
+            os.unlink(cfg.name)
