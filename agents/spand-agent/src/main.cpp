@@ -793,6 +793,7 @@ int run(int argc, char** argv) {
     core.set_path_rates(&paths);
     // The sock_ops program times first-flight ACK trains: the rate needs one in the window.
     paths.require_trains(bpf_applier != nullptr);
+    paths.hold_trains_s(kTrainHoldS);
     std::fprintf(stderr, "spand-agent: reading delivery rates every %u ms\n",
                  cfg.policy.path_rate_interval_ms);
   }

@@ -377,6 +377,24 @@ TEST(PathRates, WithTrainsTimedAWindowWithoutOneHasNoRate) {
   EXPECT_EQ(i->samples, 1u);
   r.observe_train(p, 5'600'000, 3);
   EXPECT_EQ(r.get(p, 4)->rate_bytes_per_s, 5'600'000u);
+  // Held: with no train in the window, the last trains' median for the hold time.
+  PathRates held(30);  // six buckets of 5 s
+  held.require_trains(true);
+  held.hold_trains_s(300);
+  for (uint64_t rate : {5'400'000u, 5'600'000u, 5'700'000u}) held.observe_train(p, rate, 1);
+  held.observe(p, 54'000, 400'000, 100);  // a crawling transfer's delivery rate, 99 s later
+  EXPECT_EQ(held.get(p, 101)->rate_bytes_per_s, 5'600'000u);
+  held.observe_train(p, 2'000'000, 102);  // a newer train in the window wins over the held
+  EXPECT_EQ(held.get(p, 103)->rate_bytes_per_s, 2'000'000u);
+  // 288 s after the last train: still held, and only the trains of the 30 s before it (the
+  // path fell: the old 5.5 MB/s readings are not brought back).
+  held.observe(p, 54'000, 400'000, 390);
+  EXPECT_EQ(held.get(p, 391)->rate_bytes_per_s, 2'000'000u);
+  held.observe(p, 54'000, 400'000, 410);  // 308 s after it: no rate
+  EXPECT_EQ(held.get(p, 411)->rate_bytes_per_s, 0u);
+  held.expire(411);
+  held.observe(p, 54'000, 400'000, 412);
+  EXPECT_EQ(held.get(p, 413)->rate_bytes_per_s, 0u);
   // Without trains timed (route mode), the delivery rate is the rate.
   PathRates plain(60);
   plain.observe(p, 54'000, 400'000, 1);
