@@ -4,7 +4,9 @@
 // Properties: replies are decoded one after another until the bytes run out or are not RESP;
 // each decoded reply consumes at least one byte and no more than remain; decoding a prefix of
 // the buffer never decodes more than the whole buffer; the sums a window read accumulates are
-// numbers (never NaN) and not negative.
+// numbers (never NaN) and not negative; the W_c client table covers no more samples than the
+// window has, keeps its ids ascending, and its median lies between its clients' means.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -30,6 +32,20 @@ size_t decode_all(const char* p, const char* end, size_t& replies) {
     if (r.type == resp::Reply::Type::kArray && !r.bad_value) {
       FUZZ_CHECK(!std::isnan(acc.wc_mean()) && !std::isnan(acc.rtt_mean_us()));
       FUZZ_CHECK(acc.wc_sum >= 0 && acc.wc_sumsq >= 0 && acc.rtt_sum_us >= 0);
+      FUZZ_CHECK(acc.wc_client_samples <= acc.wc_count && acc.wc_client_n <= kWcClientSlots);
+      uint64_t in_table = acc.wc_client_overflow;
+      double lo = INFINITY, hi = 0;
+      for (uint32_t i = 0; i < acc.wc_client_n; ++i) {
+        FUZZ_CHECK(acc.wc_client[i].count > 0);
+        FUZZ_CHECK(i == 0 || acc.wc_client[i - 1].id < acc.wc_client[i].id);
+        in_table += acc.wc_client[i].count;
+        const double mean = double(acc.wc_client[i].sum) / double(acc.wc_client[i].count);
+        lo = std::min(lo, mean);
+        hi = std::max(hi, mean);
+      }
+      FUZZ_CHECK(in_table == acc.wc_client_samples);
+      if (acc.has_wc_client_median())
+        FUZZ_CHECK(acc.wc_client_median() >= lo && acc.wc_client_median() <= hi);
     }
     p += used;
     ++replies;
