@@ -49,6 +49,9 @@ struct spand_prefix_key {
 /* Divide the window and the pacing rate among the first windows in flight toward the client's
  * network (prefix_active): n connections starting together share what one would get. */
 #define SPAND_POLICY_SHARE 0x8u
+/* With SPAND_POLICY_SHARE: divide only the pacing rate (and the cwnd that raises it); each
+ * connection keeps the whole first window. */
+#define SPAND_POLICY_SHARE_RATE 0x10u
 #define SPAND_STATE_PACED 0x100u
 #define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
 #define SPAND_STATE_TRAIN 0x400u   /* timing the ACKs of the socket's first flight */

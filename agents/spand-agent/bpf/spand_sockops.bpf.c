@@ -395,7 +395,12 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * start, unpaced): the lab measured a paced IW10 with ssthresh 10 under 8-way contention
      * at 1.09 of default. The socket stays counted until its first window is acked. */
     share = count_in(skops);
-    if (share > 1) {
+    if (share > 1 && (flags & SPAND_POLICY_SHARE_RATE)) {
+      /* Each keeps the whole window, paced at its share of the rate. */
+      count(SPAND_STAT_SHARED);
+      rate /= share;
+      cwnd /= share;
+    } else if (share > 1) {
       count(SPAND_STAT_SHARED);
       iw /= share;
       rate /= share;

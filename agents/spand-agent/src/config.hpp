@@ -42,6 +42,10 @@ struct PolicyConfig {
   WindowRule window_rule = WindowRule::kRounds;
   uint32_t kernel_initial_cwnd = 10;  // the kernel default (IW10) that a window must beat
   bool share_concurrent = true;       // kRounds: first windows in flight share window and rate
+  // kRounds, with share_concurrent: they share the rate only, each keeping the whole window
+  // (paced at rate / n, n windows in flight carry what one at the full rate would). Off by default
+  // (tests/lab/benefit/RESULTS.md: measured under 8 concurrent transfers).
+  bool share_rate_only = false;
   // Read delivery rate and min RTT from TCP_INFO of this host's connections (PathRates).
   bool path_rate = true;
   uint32_t path_rate_interval_ms = 20;

@@ -108,15 +108,15 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
   double senders = 1;
   if (policy.share_concurrent && path && path->senders > 1) {
     senders = path->senders;
-    window = static_cast<uint32_t>(window / senders);
+    if (!policy.share_rate_only) window = static_cast<uint32_t>(window / senders);
   }
   // Where slow start stops: the path's BDP (shared as the window is), or the window itself.
   // Default Linux has no such bound (ssthresh starts infinite), so a transfer longer than the
   // window grows no faster than the kernel's would, from a larger start; measured on the paper's
   // Scenario 3 (1 MB at a 64-segment cap: congestion avoidance from 64 needs more rounds than
   // slow start from 10, slow start from 64 up to the BDP fewer).
-  const auto bdp_shared =
-      static_cast<uint32_t>(std::min<double>(bdp_segments / senders, SPAND_WC_MAX_SEGMENTS));
+  const auto bdp_shared = static_cast<uint32_t>(std::min<double>(
+      bdp_segments / (policy.share_rate_only ? 1 : senders), SPAND_WC_MAX_SEGMENTS));
   uint32_t ssthresh = std::max(window, bdp_shared);
   if (window <= iw_kernel ||
       rounds_from(segments, window, ssthresh) >= rounds_slow_start(segments, iw_kernel))
@@ -130,6 +130,7 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
   p.wc_segments = std::min(wc, policy.max_initial_cwnd);
   p.acked_per_ack = port.acked_per_ack;
   p.share_concurrent = policy.share_concurrent;
+  p.share_rate_only = policy.share_concurrent && policy.share_rate_only;
   p.min_cwnd_segments = iw_kernel;
   const double srtt_us = est.rtt_ms * 1000.0;
   if (srtt_us >= 1) {

@@ -56,6 +56,7 @@ struct KernelPolicy {
   // Connections starting together toward the prefix share the window and the rate (BPF mode);
   // a share at or below min_cwnd_segments leaves slow start alone.
   bool share_concurrent = false;
+  bool share_rate_only = false;  // ... the rate only, each keeping the window
   uint32_t min_cwnd_segments = 0;
   // When the kernel must stop applying it on its own (the core's clock, seconds; 0 = never):
   // set by AgentCore, kept by the BPF program (an agent killed with SIGKILL removes nothing).

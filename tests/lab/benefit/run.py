@@ -352,6 +352,14 @@ def start_services(cfg, build, out, t0):
         argv += ['-P', f'{net}.0/24']
     if agent_cfg.get('pace_htb', True):
         argv += ['--pace-device', 's0']
+    if agent_cfg.get('policy'):
+        # [agent.policy]: the agent's [policy] table (deploy/config/agent.toml), as a file.
+        path = os.path.join(out, 'agent.toml')
+        with open(path, 'w') as f:
+            f.write('[policy]\n')
+            for k, v in agent_cfg['policy'].items():
+                f.write(f'{k} = {json.dumps(v)}\n')
+        argv += ['--config', path]
     argv += [str(x) for x in agent_cfg.get('extra_args', [])]
     agent = start('agent', in_ns(NS_SRV, argv), keep=True)
     time.sleep(1.0)

@@ -275,6 +275,16 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   // Eight (the friendliness batches): 43 / 8 = 5 segments, under IW10: left to the kernel.
   PathInfo eight{1'250'000, 50'000, 10, 8.0};
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).skip, SkipReason::kNoGain);
+  // Sharing the rate only: each of the eight keeps the 21 segments, paced at 1/8 of the rate;
+  // ssthresh at the whole BDP (43), the window being whole.
+  pol.share_rate_only = true;
+  d = decide(est, 0, port(21 * 1448), pol, {}, &eight);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 21u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 156'250u);
+  EXPECT_EQ(d.policy.ssthresh_segments, 43u);
+  EXPECT_TRUE(d.policy.share_rate_only);
+  pol.share_rate_only = false;
   // Sharing off: the senders are not counted.
   pol.share_concurrent = false;
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).policy.init_cwnd_segments, 21u);
