@@ -99,7 +99,12 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     bdp_segments = static_cast<uint64_t>(double(rate) * prop_rtt_us / 1e6 / policy.mss_bytes);
   // W_c itself, not only Eq. 4's cwnd_opt: paced, a window of W_c does not meet the loss that
   // Eq. 4 shrinks the window for (measured on the idle path: 100 KB 0.77 -> see docs/DESIGN.md).
-  const uint64_t cap = std::max<uint64_t>({r.cwnd_opt, wc, bdp_segments});
+  // Paced at the measured rate, a window larger than the BDP builds a queue only by the rate's
+  // error (a window W sent at (1 + e) x the bottleneck leaves W x e / (1 + e) queued), so the
+  // cap is twice the BDP then: on the paper's Scenario 1 (BDP 14 segments, W_c 12) a 30 KB
+  // transfer fits one window of 21 instead of two rounds.
+  const uint64_t bdp_cap = policy.pace && rate ? kPacedBdpFactor * bdp_segments : bdp_segments;
+  const uint64_t cap = std::max<uint64_t>({r.cwnd_opt, wc, bdp_cap});
   uint32_t window =
       static_cast<uint32_t>(std::min<uint64_t>({segments, cap, policy.max_initial_cwnd}));
   // The host's connections toward the prefix usually send n at a time: each gets 1/n of the

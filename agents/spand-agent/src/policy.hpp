@@ -70,6 +70,9 @@ struct Decision {
   KernelPolicy policy;  // meaningful when skip == kNone
 };
 
+// A window paced at the measured rate may be this many times the path's BDP (rule 10).
+inline constexpr uint64_t kPacedBdpFactor = 2;
+
 // Readings of this host's connections toward a prefix before its path alone makes a window.
 inline constexpr uint32_t kMinPathSamples = 3;
 

@@ -139,10 +139,35 @@ TEST(RoundsRule, WindowIsTheTransferUpToTheLargerOfCwndOptAndTheBdp) {
   PathInfo path{1'250'000, 50'000, 10};
   d = decide(est, 0, port(70 * 1448), pol, {}, &path);
   ASSERT_EQ(d.skip, SkipReason::kNone);
-  EXPECT_EQ(d.policy.init_cwnd_segments, 43u);  // 1.25 MB/s x 50 ms / 1448 B
+  // BDP 1.25 MB/s x 50 ms / 1448 B = 43; paced at the rate, the cap is twice it (86), so the
+  // window is max_initial_cwnd (64).
+  EXPECT_EQ(d.policy.init_cwnd_segments, 64u);
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 1'250'000u);
+  // Not paced: the cap is the BDP itself.
+  PolicyConfig unpaced;
+  unpaced.pace = false;
+  EXPECT_EQ(decide(est, 0, port(70 * 1448), unpaced, {}, &path).policy.init_cwnd_segments, 43u);
   // Without the path, the window from W_c needs 3 rounds as well: left to the kernel.
   EXPECT_EQ(decide(est, 0, port(70 * 1448), pol, {}).skip, SkipReason::kNoGain);
+}
+
+TEST(RoundsRule, PacedAtTheMeasuredRateTheWindowMayBeTwiceTheBdp) {
+  // The paper's Scenario 1: 1.6 Mbit/s (200 KB/s), 100 ms, a 10 KB buffer; W_c 12, BDP
+  // 200 KB/s x 100 ms / 1448 B = 13. 30 KB = 21 segments: a window of 13 needs two rounds
+  // (13 + 14), as slow start from IW10 does; paced at the rate, 21 in one.
+  PolicyConfig pol;
+  Estimate est = E("198.51.100.0/24", 12, 108);
+  est.min_rtt_ms = 100;
+  PathInfo path{200'000, 100'000, 10};
+  Decision d = decide(est, 0, port(21 * 1448), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 21u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 200'000u);
+  // 100 KB (70 segments): 26 + 27 + 28 = 3 rounds, as slow start's 10 + 20 + 40.
+  EXPECT_EQ(decide(est, 0, port(70 * 1448), pol, {}, &path).skip, SkipReason::kNoGain);
+  // Without a measured rate no such window.
+  PathInfo no_rate{0, 100'000, 10};
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &no_rate).skip, SkipReason::kNoGain);
 }
 
 TEST(RoundsRule, PacedAtTheMeasuredRateWhenThereIsOneElseTheWindowPerRtt) {
@@ -261,7 +286,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   PathInfo alone{1'250'000, 50'000, 10, 1.0};
   Decision d = decide(est, 0, port(70 * 1448), pol, {}, &alone);
   ASSERT_EQ(d.skip, SkipReason::kNone);
-  EXPECT_EQ(d.policy.init_cwnd_segments, 43u);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 64u);  // twice the BDP (86), within the cap
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 1'250'000u);
   // Two senders on average: half the window and half the rate. 40 segments from 20 take 2
   // rounds (20 + 21), slow start 3 (10 + 20 + 40); 70 segments from 21 would take 4 (21 + 22 +
