@@ -1,6 +1,7 @@
 // --dry-run: prints what would be applied and changes nothing in the kernel.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
 
 #include "applier.hpp"
@@ -19,18 +20,11 @@ class DryRunApplier : public KernelApplier {
     return true;
   }
   bool upsert(const KernelPolicy& p, std::string&) override {
-    std::fprintf(
-        out_,
-        "dry-run: apply port=%u prefix=%s init_cwnd=%u ssthresh=%s pacing_Bps=%llu "
-        "srtt_us=%u syn_rto_ms=%u cc=%s cwnd=%u%s\n",
-        p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments,
-        p.skip_slow_start
-            ? std::to_string(p.ssthresh_segments ? p.ssthresh_segments : p.init_cwnd_segments)
-                  .c_str()
-            : "default",
-        static_cast<unsigned long long>(p.pacing_rate_bytes_per_s), p.srtt_us, p.syn_rto_ms,
-        p.congestion_control.empty() ? "default" : p.congestion_control.c_str(),
-        std::max(p.init_cwnd_segments, p.pacing_cwnd_segments), p.capped ? " (capped)" : "");
+    std::fprintf(out_, "dry-run: apply %s srtt_us=%u syn_rto_ms=%u cc=%s cwnd=%u%s\n",
+                 describe(p).c_str(), p.srtt_us, p.syn_rto_ms,
+                 p.congestion_control.empty() ? "default" : p.congestion_control.c_str(),
+                 std::max(p.init_cwnd_segments, p.pacing_cwnd_segments),
+                 p.capped ? " (capped)" : "");
     std::fflush(out_);
     return true;
   }

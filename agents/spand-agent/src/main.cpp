@@ -91,17 +91,9 @@ class LoggingApplier : public KernelApplier {
   bool upsert(const KernelPolicy& p, std::string& e) override {
     bool ok = inner_.upsert(p, e);
     if (ok)
-      std::fprintf(
-          stderr,
-          "spand-agent: applied port=%u prefix=%s init_cwnd=%u ssthresh=%s "
-          "pacing_Bps=%llu syn_rto_ms=%u cwnd=%u%s\n",
-          p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments,
-          p.skip_slow_start
-              ? std::to_string(p.ssthresh_segments ? p.ssthresh_segments : p.init_cwnd_segments)
-                    .c_str()
-              : "default",
-          static_cast<unsigned long long>(p.pacing_rate_bytes_per_s), p.syn_rto_ms,
-          std::max(p.init_cwnd_segments, p.pacing_cwnd_segments), p.capped ? " (capped)" : "");
+      std::fprintf(stderr, "spand-agent: applied %s syn_rto_ms=%u cwnd=%u%s\n", describe(p).c_str(),
+                   p.syn_rto_ms, std::max(p.init_cwnd_segments, p.pacing_cwnd_segments),
+                   p.capped ? " (capped)" : "");
     return ok;
   }
   // A deadline moved on: the policy itself is what was logged.

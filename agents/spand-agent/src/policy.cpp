@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "spand.h"
 
@@ -31,6 +32,18 @@ const char* skip_reason_name(SkipReason r) {
       break;
   }
   return "unknown";
+}
+
+std::string describe(const KernelPolicy& p) {
+  const std::string ssthresh =
+      p.skip_slow_start
+          ? std::to_string(p.ssthresh_segments ? p.ssthresh_segments : p.init_cwnd_segments)
+          : "default";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "port=%u prefix=%s init_cwnd=%u ssthresh=%s pacing_Bps=%llu",
+                p.key.port, p.key.prefix.str().c_str(), p.init_cwnd_segments, ssthresh.c_str(),
+                static_cast<unsigned long long>(p.pacing_rate_bytes_per_s));
+  return buf;
 }
 
 uint32_t syn_rto_ms_for(uint32_t srtt_us) {

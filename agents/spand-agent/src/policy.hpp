@@ -65,6 +65,10 @@ struct KernelPolicy {
   bool operator==(const KernelPolicy&) const = default;
 };
 
+// "port=P prefix=X init_cwnd=N ssthresh=N|default pacing_Bps=N": the start of the agent's
+// "applied" log line and of the dry run's "apply" line (the lab and the tests read both).
+std::string describe(const KernelPolicy& p);
+
 struct Decision {
   SkipReason skip = SkipReason::kNone;
   KernelPolicy policy;  // meaningful when skip == kNone
