@@ -176,8 +176,9 @@ struct HalfFlow {
   // Duplicate ACKs in a row, saturating at kMaxDupacks (the tracker only asks for 0, >= 1, >= 3).
   static constexpr uint8_t kMaxDupacks = 7;
   uint8_t dupacks : 3 = 0;
-  // A segment started beyond snd_max by more than the allowed gap (Tracker::on_data): the flight
-  // is not made of segments the monitor saw, so this direction gives no W_c sample.
+  // A segment started beyond snd_max by more than the allowed gap (Tracker::note_gap in
+  // tracker_loss.cpp): the flight is not made of segments the monitor saw, so this direction
+  // gives no W_c sample.
   uint8_t seq_jump : 1 = 0;
 };
 static_assert(sizeof(HalfFlow) == 128);

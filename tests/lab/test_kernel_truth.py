@@ -35,7 +35,7 @@ NETLAB_TIMEOUT_S = 150
 #   before the lower-bound replica (gateway at dec33a2):
 #     reno:  W_c in CA within 1 segment 100% x4; loss events exact 97-100%
 #     cubic: W_c in CA within 1 segment 43-53%;  loss events exact 80-93%
-#   with it (tracker.cpp, kLossBetaPermille/kGrowthAlphaPermille):
+#   with it (tracker_cwnd.hpp, kLossBetaPermille/kGrowthAlphaPermille):
 #     reno:  W_c within 1 segment 98% (117/120), mean error -0.32; events exact 90%
 #     cubic: W_c within 1 segment 87% (93/107), mean error -0.83; events exact 90%
 # A run is real traffic, so the numbers move between runs (one connection is 3% of 30). Most

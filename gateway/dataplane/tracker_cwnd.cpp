@@ -1,0 +1,65 @@
+// The replica of the sender's congestion window (RFC 5681 with NewReno's recovery, RFC 6582),
+// in 1/65536 segments: growth per ACK, the cut at a loss event, restart after idle, the flight
+// that bounds it from below, rounds, and the measured decrease (md_ratio) read on the first full
+// round after recovery.
+#include "dataplane/tracker_cwnd.hpp"
+
+namespace spand {
+
+using namespace tracker_detail;
+
+// A loss event (tracker_loss.cpp): ssthresh = beta x cwnd (see kLossBetaPermille), then fast
+// recovery, or one segment after a timeout.
+void Tracker::cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout) {
+  if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
+    l.cwnd_before_loss_q16 = h.cwnd_q16;
+    h.flags |= kHfMdPending;
+  }
+  const uint64_t cwnd_before = h.cc == CcState::kFastRecovery || h.cc == CcState::kTimeoutRecovery
+                                   ? l.cwnd_before_loss_q16
+                                   : h.cwnd_q16;
+  h.ssthresh_seg =
+      sat16(std::max<uint32_t>(uint32_t(cwnd_before * kLossBetaPermille / 1000 / kQ16), 2));
+  l.recover = h.snd_max;
+  h.dupacks = 0;
+  if (timeout) {
+    h.cc = CcState::kTimeoutRecovery;
+    h.cwnd_q16 = kQ16;
+  } else {
+    h.cc = CcState::kFastRecovery;
+  }
+}
+
+void Tracker::end_round(Flow& f, Dir d) {
+  HalfFlow& h = f.h(d);
+  // Measured multiplicative decrease: the first full round after recovery against the window
+  // before the loss (about 500 for Reno, 700 for CUBIC, 875 for Scalable TCP).
+  if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
+      (h.flags & kHfRoundLimited)) {
+    LossState& l = loss(h);  // taken at the loss that set kHfMdPending
+    if (l.cwnd_before_loss_q16 >= 4 * kQ16) {
+      const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / l.cwnd_before_loss_q16;
+      // Outside (0.3, 0.95) the round showed no decrease (an undone recovery, a window that
+      // grew back at once, application limits): no reading.
+      if (md > 300 && md < 950) {
+        l.md_permille = uint16_t(md);  // the record keeps the last; each one is a sample
+        if (d == Dir::kS2C) {
+          Sample s = base_sample(f, SampleKind::kDecrease);
+          s.value = uint32_t(md);
+          s.cwnd_limited = true;  // measured on a round that filled the window
+          emit_.sample(s);
+        }
+      }
+      h.flags &= ~kHfMdPending;
+    }
+  }
+  start_round(h);
+}
+
+void Tracker::start_round(HalfFlow& h) {
+  h.round_end = h.snd_max;
+  h.round_flight_seg = 0;
+  h.flags &= ~kHfRoundLimited;
+}
+
+}  // namespace spand

@@ -1,0 +1,91 @@
+// The cwnd replica, the steps every ACK and data segment take (tracker.cpp calls them): growth per
+// ACK, restart after idle, the flight that bounds it. Inline, so a build without LTO inlines them
+// too; the cut at a loss, rounds and the measured decrease are in tracker_cwnd.cpp.
+#pragma once
+
+#include "dataplane/tracker_internal.hpp"
+
+namespace spand {
+
+namespace tracker_detail {
+
+// The replica is a lower bound that the sender's own flights pull up (bound_cwnd_by_flight): it
+// decreases by Reno's 1/2 at a loss and grows by half a segment per window of ACKs, the slowest a
+// common sender goes (CUBIC's Reno-friendly rate at small windows is about 0.53). Any sender that
+// grows faster or cuts less (CUBIC 0.7, Scalable TCP 7/8) shows it in the next clean flight, while
+// a replica that ran ahead of a slower sender would never come back down. Measured against the
+// kernel's cwnd in the lab (tests/lab), this beat following the measured decrease.
+constexpr uint32_t kLossBetaPermille = 500;
+constexpr uint32_t kGrowthAlphaPermille = 500;
+
+}  // namespace tracker_detail
+
+// An ACK of new data (`acked` bytes, up to `ack`) for direction d.
+inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked, bool sacks_above) {
+  using namespace tracker_detail;
+  HalfFlow& h = f.h(d);
+  const uint32_t mss = h.smss ? h.smss : kDefaultMss;
+  const uint32_t acked_q16 = uint32_t(std::min<uint64_t>(uint64_t(acked) * kQ16 / mss, 1u << 24));
+  switch (h.cc) {
+    case CcState::kFastRecovery:
+      if (seq_ge(ack, loss(h).recover)) {  // full ACK: deflate to ssthresh
+        h.cc = CcState::kCongestionAvoidance;
+        h.cwnd_q16 = clamp_cwnd(uint64_t(h.ssthresh_seg) * kQ16);
+        // The decrease is read on a round wholly after recovery.
+        if (h.flags & kHfMdPending) start_round(h);
+        // A full ACK that still SACKs data above a hole: Linux leaves recovery and enters it
+        // again on this ACK, even when the hole's resend went out during the first recovery
+        // (then no new resend shows it). Measured on the lab captures: loss events exact
+        // 27/30 -> 29/30 (reno) and 27/30 -> 30/30 (cubic).
+        if (sacks_above) start_loss_event(f, d, false);
+      }
+      break;
+    case CcState::kTimeoutRecovery:
+      h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
+      if (seq_ge(ack, loss(h).recover)) {
+        h.cc = h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16 ? CcState::kCongestionAvoidance
+                                                             : CcState::kSlowStart;
+      }
+      break;
+    case CcState::kSlowStart:
+      h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
+      if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
+      break;
+    case CcState::kCongestionAvoidance:
+      // kGrowthAlphaPermille segments per window of ACKs.
+      h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille /
+                                               1000 / std::max(h.cwnd_q16, kQ16));
+      break;
+  }
+  if (seq_ge(ack, h.round_end)) end_round(f, d);
+}
+
+// Restart after idle (RFC 5681 4.1): nothing in flight for longer than an RTO.
+inline void Tracker::restart_after_idle(HalfFlow& h, uint32_t now_us) {
+  using namespace tracker_detail;
+  if (h.snd_max == h.snd_una && h.last_send_us && now_us - h.last_send_us > rto_us(h) &&
+      h.cc != CcState::kTimeoutRecovery) {
+    const uint32_t rw = clamp_cwnd(uint64_t(cfg_.restart_window_segments) * kQ16);
+    if (h.cwnd_q16 > rw) h.cwnd_q16 = rw;
+  }
+}
+
+// Flight and rounds after a segment left: the replica never holds less than what the sender had
+// in flight.
+inline void Tracker::bound_cwnd_by_flight(HalfFlow& h, bool below) {
+  using namespace tracker_detail;
+  const uint32_t flight = flight_segments(h);
+  h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
+  // The flight bounds cwnd from below only when new data goes out (the sender's window allowed
+  // it), and not while the receiver holds out-of-order data (duplicate ACKs, SACK blocks):
+  // limited transmit (RFC 3042) and SACK accounting let snd_max - snd_una exceed cwnd by the
+  // segments the receiver already has. The same clean flights measure the decrease.
+  if ((h.cc == CcState::kSlowStart || h.cc == CcState::kCongestionAvoidance) && !below &&
+      h.dupacks == 0 && !(h.flags & kHfSackHoles)) {
+    if (uint64_t(flight) * kQ16 > h.cwnd_q16) h.cwnd_q16 = clamp_cwnd(uint64_t(flight) * kQ16);
+    h.round_flight_seg = std::max<uint16_t>(h.round_flight_seg, sat16(flight));
+  }
+  if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
+}
+
+}  // namespace spand

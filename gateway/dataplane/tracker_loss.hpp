@@ -1,0 +1,46 @@
+// Loss classification, the steps every ACK takes (tracker.cpp calls them): SACK blocks and DSACK,
+// and gaps the ACK closes. Inline, so a build without LTO inlines them too; the classification of
+// old data and loss events are in tracker_loss.cpp.
+#pragma once
+
+#include "dataplane/tracker_internal.hpp"
+
+namespace spand {
+
+inline bool Tracker::on_sack_blocks(HalfFlow& h, const ParsedPacket& p) {
+  using namespace tracker_detail;
+  const uint32_t ack = p.ack;
+  // The receiver holds data above a hole.
+  const bool sacks_above =
+      p.opt.sack_count > 0 && seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack);
+  if (p.opt.sack_count == 0) {
+    h.flags &= ~kHfSackHoles;
+  } else if (sacks_above) {
+    h.flags |= kHfSackHoles;
+  }
+  // DSACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second block,
+  // reports data received twice: the matching resend was spurious.
+  if (p.opt.sack_count > 0) {
+    const SackBlock& b0 = p.opt.sack[0];
+    const bool dsack =
+        seq_le(b0.right, ack) || (p.opt.sack_count > 1 && seq_ge(b0.left, p.opt.sack[1].left) &&
+                                  seq_le(b0.right, p.opt.sack[1].right));
+    if (dsack) {
+      LossState& l = loss(h);
+      const uint32_t resent = uint32_t(l.rexmt_fast) + l.rexmt_timeout + l.rexmt_other;
+      bump(l.dsacks);
+      if (l.rexmt_spurious < resent) bump(l.rexmt_spurious);
+    }
+  }
+  return sacks_above;
+}
+
+inline void Tracker::forget_acked_gaps(HalfFlow& h, uint32_t ack) {
+  if (LossState* l = loss_if_any(h)) {
+    for (int i = 0; i < LossState::kHoles; ++i) {
+      if (seq_ge(ack, l->hole_hi[i])) l->hole_lo[i] = l->hole_hi[i];  // acked: gap is history
+    }
+  }
+}
+
+}  // namespace spand
