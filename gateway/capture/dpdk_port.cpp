@@ -3,21 +3,13 @@
 // lcore loop that polls the ports is in dpdk_source.cpp.
 #include "capture/dpdk_port.hpp"
 
-// DPDK 22.11 headers trip -Wvolatile and -Wshadow under C++20; they are not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wvolatile"
-#pragma GCC diagnostic ignored "-Wshadow"
-#include <rte_eal.h>
-#include <rte_errno.h>
-#include <rte_ethdev.h>
-#include <rte_mbuf.h>
-#pragma GCC diagnostic pop
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "capture/dpdk_headers.hpp"
 
 namespace spand {
 namespace {

@@ -7,18 +7,6 @@
 // progress and the `dpdk:` lines at exit. The EAL and the ports are set up in dpdk_port.cpp. See
 // README, "spand-gateway on DPDK ports".
 #include <pcap/pcap.h>
-// DPDK 22.11 headers trip -Wvolatile and -Wshadow under C++20; they are not our code.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wvolatile"
-#pragma GCC diagnostic ignored "-Wshadow"
-#include <rte_cycles.h>
-#include <rte_ethdev.h>
-#include <rte_launch.h>
-#include <rte_lcore.h>
-#include <rte_mbuf.h>
-#include <rte_mbuf_dyn.h>
-#include <rte_pause.h>
-#pragma GCC diagnostic pop
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -31,6 +19,7 @@
 #include <vector>
 
 #include "capture/collector.hpp"
+#include "capture/dpdk_headers.hpp"
 #include "capture/dpdk_port.hpp"
 #include "capture/source.hpp"
 #include "capture/stop_signals.hpp"
