@@ -24,11 +24,10 @@ void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_
   b.trains.push_back(rate_bytes_per_s);
   ++b.samples;
   if (hold_s_ > 0) {
-    Held& h = held_[key_prefix];
-    std::erase_if(h.trains, [&](const auto& t) { return t.first < now_s - window_s_; });
-    if (h.trains.size() == kMaxTrains) h.trains.erase(h.trains.begin());
-    h.trains.emplace_back(now_s, rate_bytes_per_s);
-    h.last_s = now_s;
+    auto& h = held_[key_prefix];
+    std::erase_if(h, [&](const auto& t) { return t.first < now_s - window_s_; });
+    if (h.size() == kMaxTrains) h.erase(h.begin());
+    h.emplace_back(now_s, rate_bytes_per_s);
   }
 }
 
@@ -56,8 +55,9 @@ std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) c
   }
   if (info.samples == 0) return std::nullopt;
   if (trains.empty() && hold_s_ > 0) {
-    if (auto h = held_.find(key_prefix); h != held_.end() && now_s - h->second.last_s <= hold_s_)
-      for (const auto& t : h->second.trains) trains.push_back(t.second);
+    if (auto h = held_.find(key_prefix);
+        h != held_.end() && now_s - h->second.back().first <= hold_s_)
+      for (const auto& t : h->second) trains.push_back(t.second);
   }
   if (!trains.empty()) {
     // The lower median of the trains; the larger of it and the delivery rates' max.
@@ -95,7 +95,7 @@ void PathRates::expire(double now_s) {
     return std::all_of(kv.second.begin(), kv.second.end(),
                        [&](const SenderBucket& b) { return b.index < 0 || sidx - b.index >= 2; });
   });
-  std::erase_if(held_, [&](const auto& kv) { return now_s - kv.second.last_s > hold_s_; });
+  std::erase_if(held_, [&](const auto& kv) { return now_s - kv.second.back().first > hold_s_; });
   const int64_t idx = index_of(now_s);
   std::erase_if(paths_, [&](const auto& kv) {
     return std::all_of(kv.second.begin(), kv.second.end(),

@@ -86,11 +86,8 @@ class PathRates {
   double share_bucket_s_;
   bool require_trains_ = false;
   double hold_s_ = 0;
-  struct Held {
-    std::vector<std::pair<double, uint64_t>> trains;  // (time, rate): the newest window_s
-    double last_s = 0;                                // when the newest came
-  };
-  std::map<Prefix, Held> held_;
+  // Per prefix, (time, rate) of its trains of the window_s before the newest (never empty).
+  std::map<Prefix, std::vector<std::pair<double, uint64_t>>> held_;
   std::map<Prefix, std::array<Bucket, kBuckets>> paths_;
   std::map<Prefix, std::array<SenderBucket, 2>> senders_;
 };
