@@ -30,6 +30,30 @@ typedef uint64_t spand_u64;
 #define SPAND_PIN_NAME_STATS_MAP "stats"
 #define SPAND_PIN_NAME_TUNE_PORTS_MAP "tune_ports"
 
+/* Rule 11, the queue standing now (docs/DESIGN.md): the first window a connection whose
+ * handshake took hs_rtt_us may send. The handshake's RTT over the propagation RTT is the queue
+ * its SYN-ACK waited in; a queue of 2 ms and at least an eighth of the buffer (room_us, the
+ * largest queueing delay seen) is a standing one: the link is busy, and every byte of a first
+ * window adds to that queue until the others back off. The window is then what the buffer has
+ * left, rate x (room - queued), in segments: `iw` when that holds it, 0 (leave the socket to
+ * the kernel) when the room holds no window of min_gain segments or above IW (min_cwnd). Used
+ * by the sock_ops program and unit-tested as plain C. */
+#define SPAND_QUEUE_MIN_US 2000u
+static inline spand_u32 spand_queue_window(spand_u32 iw, spand_u32 hs_rtt_us, spand_u32 prop_rtt_us,
+                                           spand_u32 room_us, spand_u64 rate_bytes_per_s,
+                                           spand_u32 mss, spand_u32 min_gain, spand_u32 min_cwnd) {
+  spand_u32 queued;
+  spand_u64 left, fit;
+  if (!room_us || !prop_rtt_us || !rate_bytes_per_s || !mss) return iw;
+  queued = hs_rtt_us > prop_rtt_us ? hs_rtt_us - prop_rtt_us : 0;
+  if (queued < SPAND_QUEUE_MIN_US || (spand_u64)queued * 8 < room_us) return iw;
+  left = queued >= room_us ? 0 : rate_bytes_per_s * (room_us - queued) / 1000000;
+  fit = left / mss;
+  if (fit >= iw) return iw;
+  if (fit < min_gain || fit <= min_cwnd) return 0;
+  return (spand_u32)fit;
+}
+
 /* LPM key: the local port is the leading 16 bits so that one trie holds per-port policies
  * (cwnd_opt depends on the port's typical response size); port 0 is the fallback for any
  * port. Addresses are IPv6; IPv4 is stored IPv4-mapped (::ffff:a.b.c.d). prefixlen counts
@@ -95,7 +119,15 @@ struct spand_policy {
    * a ratio of cwnd / srtt, so it raises the first window's pacing toward
    * pacing_rate_bytes_per_s; only init_cwnd_segments count as the first window. */
   spand_u32 pacing_cwnd_segments;
-  spand_u32 reserved;
+  /* The queue standing now (rule 11): with queue_room_us set, a handshake RTT (srtt at
+   * establishment) above prop_rtt_us by an eighth of queue_room_us or more says the bottleneck
+   * holds a queue, so the link is busy and every byte of the first window adds to that queue;
+   * the window is cut to what the room left holds, path_rate_bytes_per_s x (queue_room_us -
+   * queued), and left to the kernel when that is under min_gain_segments. */
+  spand_u32 prop_rtt_us;           /* propagation RTT (the smallest known) */
+  spand_u64 path_rate_bytes_per_s; /* the bottleneck rate the room is read at */
+  spand_u32 queue_room_us;         /* the largest queueing delay seen: the buffer in time */
+  spand_u32 min_gain_segments;     /* the smallest first window that saves a round */
 };
 
 /* prefix_active's key: the client address masked to the agent's prefix length. */
@@ -142,6 +174,8 @@ enum spand_stat {
   SPAND_STAT_SHARED,         /* first windows shared with others in flight (prefix_active) */
   SPAND_STAT_EXPIRED,        /* a policy or spand_tune request found past its expires_ns */
   SPAND_STAT_TRAIN_OWN_PACE, /* trains not recorded: they read the socket's own pacing */
+  SPAND_STAT_QUEUE_CUT,      /* first windows cut to the room a standing queue left (rule 11) */
+  SPAND_STAT_QUEUE_LEFT,     /* ... left to the kernel: the room held no window that gains */
   SPAND_STAT_COUNT
 };
 

@@ -389,6 +389,27 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       count(SPAND_STAT_CC_FAILED);
   }
   if (iw == 0) return;
+  {
+    /* Rule 11 (spand_queue_window): a handshake that waited in a standing queue gets the
+     * window the rest of the buffer holds (two bottlenecks, a bulk flow filling the shared
+     * buffer: windows of 21-29 segments lost when the handshake saw 24-35 ms of a 50 ms
+     * buffer), or is left to the kernel when that saves no round. */
+    __u32 fit = spand_queue_window(iw, skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us,
+                                   p->path_rate_bytes_per_s, skops->mss_cache,
+                                   p->min_gain_segments, p->min_cwnd_segments);
+    if (fit == 0) {
+      count(SPAND_STAT_QUEUE_LEFT);
+      iw = p->min_cwnd_segments ? p->min_cwnd_segments : 1;
+      rate = 0;
+      thresh = 0;
+      cwnd = 0;
+      flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
+    } else if (fit < iw) {
+      count(SPAND_STAT_QUEUE_CUT);
+      iw = fit;
+      cwnd = 0; /* the lever was for a transfer that fits the window: it no longer does */
+    }
+  }
   if (flags & SPAND_POLICY_SHARE) {
     /* n first windows in flight toward this network share one window and one rate. A share
      * at or under the kernel's initial window leaves the socket to the kernel (IW10, slow

@@ -198,6 +198,10 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   val.min_cwnd_segments = p.min_cwnd_segments;
   val.ssthresh_segments = p.ssthresh_segments;
   val.pacing_cwnd_segments = p.pacing_cwnd_segments;
+  val.queue_room_us = p.queue_room_us;
+  val.prop_rtt_us = p.prop_rtt_us;
+  val.path_rate_bytes_per_s = p.path_rate_bytes_per_s;
+  val.min_gain_segments = p.min_gain_segments;
   if (!p.congestion_control.empty()) {
     val.flags |= SPAND_POLICY_SET_CC;
     std::strncpy(val.cc_name, p.congestion_control.c_str(), sizeof(val.cc_name) - 1);

@@ -46,6 +46,9 @@ struct PolicyConfig {
   // (paced at rate / n, n windows in flight carry what one at the full rate would). Off by default
   // (tests/lab/benefit/RESULTS.md: measured under 8 concurrent transfers).
   bool share_rate_only = false;
+  // kRounds, BPF mode: a handshake that waited in a standing queue cuts the first window to the
+  // room the buffer has left (docs/DESIGN.md, rule 11).
+  bool standing_queue = true;
   // Read delivery rate and min RTT from TCP_INFO of this host's connections (PathRates).
   bool path_rate = true;
   uint32_t path_rate_interval_ms = 20;

@@ -80,10 +80,11 @@ struct AgentMetrics::Impl {
                             .Register(*registry);
     // Same order as enum spand_stat in libspand/spand_maps.h.
     for (const char* ev :
-         {"lookup", "applied", "iw_failed", "clamp_failed", "pacing_failed", "cc_failed",
-          "pacing_lifted", "clamp_raised", "tune_applied", "state_full", "rto_seeded",
-          "pace_classed", "pace_unclassed", "pace_skipped", "train_timed", "train_rated", "shared",
-          "expired", "train_own_pace"})
+         {"lookup",      "applied",       "iw_failed",      "clamp_failed",   "pacing_failed",
+          "cc_failed",   "pacing_lifted", "clamp_raised",   "tune_applied",   "state_full",
+          "rto_seeded",  "pace_classed",  "pace_unclassed", "pace_skipped",   "train_timed",
+          "train_rated", "shared",        "expired",        "train_own_pace", "queue_cut",
+          "queue_left"})
       program.push_back(&prog_family.Add({{"event", ev}}));
     last_program.assign(program.size(), 0);
     sampled = &prometheus::BuildCounter()

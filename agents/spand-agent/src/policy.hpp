@@ -58,6 +58,14 @@ struct KernelPolicy {
   bool share_concurrent = false;
   bool share_rate_only = false;  // ... the rate only, each keeping the window
   uint32_t min_cwnd_segments = 0;
+  // Rule 11 (BPF mode): the buffer in time (the largest queueing delay this host's connections
+  // toward the prefix saw), the propagation RTT and the rate it is read at; a handshake that
+  // waited in a standing queue gets the window the rest of the buffer holds, and is left to
+  // the kernel under min_gain_segments (the smallest window that saves a round). 0: off.
+  uint32_t queue_room_us = 0;
+  uint32_t prop_rtt_us = 0;
+  uint64_t path_rate_bytes_per_s = 0;
+  uint32_t min_gain_segments = 0;
   // When the kernel must stop applying it on its own (the core's clock, seconds; 0 = never):
   // set by AgentCore, kept by the BPF program (an agent killed with SIGKILL removes nothing).
   double expires_s = 0;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "fakes.hpp"
+#include "spand_maps.h"
 
 namespace spand::agent::test {
 namespace {
@@ -313,6 +314,78 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   // Sharing off: the senders are not counted.
   pol.share_concurrent = false;
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).policy.init_cwnd_segments, 21u);
+}
+
+TEST(RoundsRule, AStandingQueueIsReadAgainstTheLargestQueueingDelaySeen) {
+  PolicyConfig pol;
+  Estimate est = E("198.51.100.0/24", 25, 60);
+  est.min_rtt_ms = 50;
+  // 10 Mbit/s, 50 ms, and this host's connections saw a smoothed RTT of 100 ms at most: a
+  // buffer of 50 ms. The program gets the room, the propagation RTT and the rate.
+  PathInfo path{1'250'000, 50'000, 10, 1.0, 100'000};
+  Decision d = decide(est, 0, port(60 * 1448), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 60u);
+  EXPECT_EQ(d.policy.queue_room_us, 50'000u);
+  EXPECT_EQ(d.policy.prop_rtt_us, 50'000u);
+  EXPECT_EQ(d.policy.path_rate_bytes_per_s, 1'250'000u);
+  // 60 segments: slow start from 10 takes 3 rounds (10 + 20 + 40); from 20, the window
+  // doubling up to the BDP (43), 2 (20 + 40); from 19 3 (19 + 38 + 43). 20 is the least window
+  // that gains.
+  EXPECT_EQ(d.policy.min_gain_segments, 20u);
+  // 21 segments: only a window of the whole transfer saves a round (10 + 11 from IW10).
+  d = decide(est, 0, port(21 * 1448), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.min_gain_segments, 21u);
+  // 70 segments do not fit the window (64): their later segments reveal a loss within a
+  // round, so the window is not cut.
+  d = decide(est, 0, port(70 * 1448), pol, {}, &path);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 64u);
+  EXPECT_EQ(d.policy.queue_room_us, 0u);
+  // No queueing seen (the largest RTT is the propagation RTT), or the rule off: nothing sent.
+  PathInfo flat{1'250'000, 50'000, 10, 1.0, 50'000};
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &flat).policy.queue_room_us, 0u);
+  pol.standing_queue = false;
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &path).policy.queue_room_us, 0u);
+}
+
+TEST(QueueWindow, AHandshakeThatWaitedInAStandingQueueGetsWhatTheBufferHasLeft) {
+  // The lab's two bottlenecks: 1.19 MB/s read toward the /24, 50 ms propagation, 44 ms of
+  // buffer seen, 1448-byte segments, a 30 KB transfer (21 segments, all of it needed to gain).
+  const uint32_t prop = 50'000, room = 44'000, mss = 1448;
+  const uint64_t rate = 1'190'000;
+  auto w = [&](uint32_t iw, uint32_t hs_us, uint32_t min_gain) {
+    return spand_queue_window(iw, hs_us, prop, room, rate, mss, min_gain, 10);
+  };
+  // Under 2 ms or an eighth of the buffer (5.5 ms) queued: no standing queue, the window stays.
+  EXPECT_EQ(w(21, 50'000, 21), 21u);
+  EXPECT_EQ(w(21, 55'000, 21), 21u);
+  // 15 ms queued: 29 ms left hold 1.19 MB/s x 29 ms = 34,510 bytes = 23 segments: 21 fit.
+  EXPECT_EQ(w(21, 65'000, 21), 21u);
+  // 27.6 ms queued (a lossy transfer of the lab: handshake 77.6 ms): 16.4 ms left hold 19,516
+  // bytes = 13 segments: under the 21 that gain, the kernel's.
+  EXPECT_EQ(w(21, 77'600, 21), 0u);
+  // A 100 KB transfer (min gain 27) with a window of 64: 10 ms queued leave 34 ms = 40,460
+  // bytes = 27 segments: cut to 27.
+  EXPECT_EQ(w(64, 60'000, 27), 27u);
+  EXPECT_EQ(w(64, 61'000, 27), 27u);  // 33 ms: 39,270 bytes = 27.1 segments
+  EXPECT_EQ(w(64, 62'000, 27), 0u);   // 32 ms: 38,080 bytes = 26.3: no round saved
+  // More queued than the buffer ever held: nothing left.
+  EXPECT_EQ(w(64, 120'000, 11), 0u);
+  // Missing inputs leave the window alone.
+  EXPECT_EQ(spand_queue_window(21, 90'000, 0, room, rate, mss, 21, 10), 21u);
+  EXPECT_EQ(spand_queue_window(21, 90'000, prop, 0, rate, mss, 21, 10), 21u);
+  EXPECT_EQ(spand_queue_window(21, 90'000, prop, room, 0, mss, 21, 10), 21u);
+}
+
+TEST(PathRates, TheLargestSmoothedRttOverTheWindow) {
+  PathRates r(60);
+  const Prefix p = P("198.51.100.0/24");
+  r.observe(p, 1000, 50'000, 1, 90'000);
+  r.observe(p, 1000, 50'000, 25, 70'000);
+  EXPECT_EQ(r.get(p, 30)->max_srtt_us, 90'000u);
+  EXPECT_EQ(r.get(p, 62)->max_srtt_us, 70'000u);  // the reading at 1 s has left
 }
 
 TEST(PathRates, SendersAreTheMedianOverTheDumpsThatSawOne) {
