@@ -812,7 +812,8 @@ int run(int argc, char** argv) {
         for (const TcpInfoSnapshot& s : dump.sockets) {
           if (!dump.listening_ports.count(s.local_port)) continue;  // connections we accepted
           const Prefix key = core.key_prefix(s.remote);
-          paths.observe(key, s.delivery_rate_bytes_per_s, s.min_rtt_us, now, s.rtt_us);
+          paths.observe(key, s.delivery_rate_bytes_per_s, s.min_rtt_us, now, s.rtt_us,
+                        s.total_retrans > 0);
           const uint64_t round_trip_us = s.min_rtt_us ? s.min_rtt_us : s.rtt_us;
           if (s.unacked_segments >= 2 && uint64_t{s.last_data_recv_ms} * 1000 < round_trip_us)
             ++senders[key];

@@ -5,13 +5,14 @@
 namespace spand::agent {
 
 void PathRates::observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uint32_t min_rtt_us,
-                        double now_s, uint32_t srtt_us) {
+                        double now_s, uint32_t srtt_us, bool retransmitted) {
   if (rate_bytes_per_s == 0 && min_rtt_us == 0) return;
   const int64_t idx = index_of(now_s);
   Bucket& b = paths_[key_prefix][static_cast<size_t>(idx % kBuckets)];
-  if (b.index != idx) b = Bucket{idx, 0, 0, 0, 0, {}};
+  if (b.index != idx) b = Bucket{idx, 0, 0, 0, 0, 0, {}};
   b.rate = std::max(b.rate, rate_bytes_per_s);
   b.max_srtt_us = std::max(b.max_srtt_us, srtt_us);
+  if (retransmitted) ++b.retransmitting;
   if (min_rtt_us && (b.min_rtt_us == 0 || min_rtt_us < b.min_rtt_us)) b.min_rtt_us = min_rtt_us;
   ++b.samples;
 }
@@ -20,7 +21,7 @@ void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_
   if (rate_bytes_per_s == 0) return;
   const int64_t idx = index_of(now_s);
   Bucket& b = paths_[key_prefix][static_cast<size_t>(idx % kBuckets)];
-  if (b.index != idx) b = Bucket{idx, 0, 0, 0, 0, {}};
+  if (b.index != idx) b = Bucket{idx, 0, 0, 0, 0, 0, {}};
   if (b.trains.size() == kMaxTrains) b.trains.erase(b.trains.begin());
   b.trains.push_back(rate_bytes_per_s);
   ++b.samples;
@@ -54,6 +55,7 @@ std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) c
       info.min_rtt_us = b.min_rtt_us;
     info.samples += b.samples;
     info.max_srtt_us = std::max(info.max_srtt_us, b.max_srtt_us);
+    info.retransmitting += b.retransmitting;
   }
   if (info.samples == 0) return std::nullopt;
   if (trains.empty() && hold_s_ > 0) {

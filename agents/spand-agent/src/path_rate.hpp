@@ -28,6 +28,9 @@ struct PathInfo {
   double senders = 0;
   // The largest smoothed RTT read (tcpi_rtt): the propagation RTT plus the most that was queued.
   uint32_t max_srtt_us = 0;
+  // Readings of connections that had retransmitted: the buffer overflowed, so the largest
+  // queueing delay seen is the buffer's size (rule 11), not a lower bound of it.
+  uint32_t retransmitting = 0;
 };
 
 // How long a prefix keeps its last trains' median when its window holds none (hold_trains_s).
@@ -40,7 +43,7 @@ class PathRates {
       : window_s_(window_s), bucket_s_(window_s / kBuckets), share_bucket_s_(share_window_s / 2) {}
 
   void observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uint32_t min_rtt_us,
-               double now_s, uint32_t srtt_us = 0);
+               double now_s, uint32_t srtt_us = 0, bool retransmitted = false);
   // One first-flight ACK train's rate. Trains are kept apart and their median is used, not the
   // max: ACKs that arrive in a clump (a receiver or a middlebox holding them, a stalled delay
   // line) make a train read many times the bottleneck, where a delivery rate only reads low.
@@ -75,6 +78,7 @@ class PathRates {
     uint32_t min_rtt_us = 0;
     uint32_t samples = 0;
     uint32_t max_srtt_us = 0;
+    uint32_t retransmitting = 0;
     std::vector<uint64_t> trains;  // at most kMaxTrains per bucket (the latest)
   };
   static constexpr size_t kMaxTrains = 32;
