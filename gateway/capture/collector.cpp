@@ -101,6 +101,9 @@ void half_json(JsonLine& j, const HalfRecord& h) {
   } else {
     j.null();
   }
+  j.lit(",\"sender\":\"");
+  j.raw(sender_kind_name(h.sender));
+  j.lit("\"");
   if (h.data_packets) {
     j.lit(",\"first_data_ns\":");
     j.u64(h.first_data_ns);

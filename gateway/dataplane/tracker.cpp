@@ -223,6 +223,7 @@ void Tracker::on_new_data(Flow& f, Dir d, const ParsedPacket& p, const Segment& 
                           uint32_t now_us) {
   HalfFlow& h = f.h(d);
   if (seq_gt(s.seq, h.snd_max)) note_gap(f, d, s.seq);
+  note_send_clock(h, now_us);
   h.snd_max = s.end;
   time_segment(h, p, s.end, now_us);
 }

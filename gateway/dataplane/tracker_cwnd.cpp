@@ -8,9 +8,31 @@ namespace spand {
 
 using namespace tracker_detail;
 
+namespace {
+
+// One decrease reading for sender identification (sender_id.hpp): the replica's window before
+// the loss against the flight after recovery, in whole segments.
+void vote_decrease(LossState& l, uint32_t before_q16, uint32_t after_seg) {
+  const uint8_t bits = decrease_consistency((before_q16 + kQ16 / 2) / kQ16, after_seg);
+  SenderReadings& r = l.sender;
+  if (bits == 0 || r.readings == UINT8_MAX) return;
+  ++r.readings;
+  for (int i = 0; i < 4; ++i) r.consistent[i] += (bits >> i) & 1;
+}
+
+}  // namespace
+
 // A loss event (tracker_loss.cpp): ssthresh = beta x cwnd (see kLossBetaPermille), then fast
 // recovery, or one segment after a timeout.
 void Tracker::cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout) {
+  // A loss before the first full round after the previous recovery (a window of 7/8 often
+  // fills a small buffer again within a round trip): the decrease is read on the part of the
+  // round seen, for sender identification only (md_ratio and the decrease samples keep to full
+  // rounds).
+  if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance && h.round_flight_seg &&
+      l.cwnd_before_loss_q16 >= 4 * kQ16) {
+    vote_decrease(l, l.cwnd_before_loss_q16, h.round_flight_seg);
+  }
   if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
     l.cwnd_before_loss_q16 = h.cwnd_q16;
     h.flags |= kHfMdPending;
@@ -39,6 +61,7 @@ void Tracker::end_round(Flow& f, Dir d) {
     LossState& l = loss(h);  // taken at the loss that set kHfMdPending
     if (l.cwnd_before_loss_q16 >= 4 * kQ16) {
       const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / l.cwnd_before_loss_q16;
+      vote_decrease(l, l.cwnd_before_loss_q16, h.round_flight_seg);
       // Outside (0.3, 0.95) the round showed no decrease (an undone recovery, a window that
       // grew back at once, application limits): no reading.
       if (md > 300 && md < 950) {
