@@ -54,14 +54,17 @@ uint8_t decrease_consistency(uint32_t before_seg, uint32_t after_seg);
 inline constexpr uint32_t kPacedGapFlightDivisor = 4;
 // Paced when at least 1 / kPacedShareDivisor of enough (kPacedMinSends) such segments are.
 inline constexpr uint32_t kPacedShareDivisor = 5;
-inline constexpr uint32_t kPacedMinSends = 20;
+inline constexpr uint32_t kPacedMinSends = 10;
 
-// What a direction gathered after its first loss (in its LossState: 10 bytes).
+// What a direction gathered after its first loss (in its LossState: 20 bytes).
 struct SenderReadings {
-  uint8_t readings = 0;        // decrease readings (saturating, the counts below with it)
-  uint8_t consistent[4]{};     // of them consistent with Reno, CUBIC, Scalable, no decrease
-  uint16_t sends_clocked = 0;  // new segments sent on the ACK clock (halved with the other
-  uint16_t sends_paced = 0;    // one when either saturates, so the share survives)
+  uint8_t readings = 0;                // decrease readings (saturating, the counts below with it)
+  uint8_t consistent[4]{};             // of them consistent with Reno, CUBIC, Scalable, no decrease
+  uint16_t sends_clocked = 0;          // new segments sent on the ACK clock (halved with the other
+  uint16_t sends_paced = 0;            // one when either saturates, so the share survives)
+  uint16_t before_seg = 0;             // the window before the loss being read (0: none)
+  uint16_t last_round_flight_seg = 0;  // the last full round's largest clean flight
+  uint32_t last_ack_us = 0;            // the peer's last ACK (flow-relative time)
 };
 
 // The verdict, once the flow closes: unknown under two loss events.

@@ -71,7 +71,8 @@ TEST(SenderId, VerdictFromPacingThenTheDecreaseMostReadingsAgreeWith) {
       {4, readings(0, 0, 0, 3, 3), SenderKind::kUnknown},
       {5, readings(4, 0, 0, 0, 4, 80, 20), SenderKind::kBbr},  // a fifth of the sends paced
       {5, readings(4, 0, 0, 0, 4, 81, 19), SenderKind::kRenoLike},
-      {5, readings(0, 0, 0, 0, 0, 10, 9), SenderKind::kUnknown},   // too few sends to judge
+      {5, readings(0, 0, 0, 0, 0, 5, 4), SenderKind::kUnknown},    // too few sends to judge
+      {5, readings(0, 0, 0, 0, 0, 6, 4), SenderKind::kBbr},        // ten: enough
       {1, readings(0, 0, 0, 0, 0, 10, 90), SenderKind::kUnknown},  // paced, but one loss
   };
   for (const Case& c : cases) {
