@@ -284,6 +284,9 @@ void Collector::drain(Worker& w) {
   }
   FlowRecord r;
   while (w.flows().pop(r)) {
+    if (r.s2c.sender != SenderKind::kUnknown) {
+      ++senders_[prefix_of(r.client, opts_.prefix, false)][size_t(r.s2c.sender)];
+    }
     if (!flows_out_) continue;
     line_.clear();
     flow_json(line_, r);

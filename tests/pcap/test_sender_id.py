@@ -116,5 +116,36 @@ def test_3nets_runs_identified(tmp_path):
     check(tally, 'pcaps/lab/*_3nets')
 
 
+@pytest.mark.parametrize('run', ['reno_p1', 'cubic_p1', 'bbr_p1', 'spand_scalable_p2'])
+def test_prefix_summary_counts_senders(run, tmp_path):
+    """--prefix-summary's reno / cubic / scalable / bbr columns: per client /24, the connections
+    whose flow record names that flavour; in a run of one congestion control only its column
+    (and reno for Scalable TCP below its legacy window) has any."""
+    base = os.path.join(LAB, 'sender', run)
+    pcap = tmp_path / (run + '.pcap')
+    pcap.write_bytes(lzma.open(base + '.pcap.xz').read())
+    flows = tmp_path / 'flows.jsonl'
+    p = subprocess.run([GATEWAY, '--pcap', str(pcap), '--flows-out', str(flows),
+                        '--prefix-summary'], check=True, capture_output=True, text=True)
+    want = collections.defaultdict(collections.Counter)
+    for line in flows.read_text().splitlines():
+        r = json.loads(line)
+        want[r['client'].rsplit('.', 1)[0] + '.0/24'][r['s2c']['sender']] += 1
+    lines = p.stdout.splitlines()
+    names = lines[0].split()
+    got = {}
+    for line in lines[1:]:
+        row = dict(zip(names, line.split()))
+        got[row['prefix']] = {k: int(row[k]) for k in ('reno', 'cubic', 'scalable', 'bbr')}
+    assert set(got) == set(want)
+    for prefix, counts in got.items():
+        for kind, n in counts.items():
+            assert n == want[prefix][kind], (prefix, kind, counts, want[prefix])
+    flavour = run.rsplit('_', 1)[0]
+    allowed = {'spand_scalable': {'scalable', 'reno'}}.get(flavour, {flavour})
+    assert sum(c[k] for c in got.values() for k in allowed) > 0
+    assert all(n == 0 for c in got.values() for k, n in c.items() if k not in allowed), got
+
+
 if __name__ == '__main__':
     sys.exit(pytest.main([__file__, '-q']))
