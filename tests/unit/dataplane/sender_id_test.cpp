@@ -69,10 +69,10 @@ TEST(SenderId, VerdictFromPacingThenTheDecreaseMostReadingsAgreeWith) {
       {4, readings(3, 0, 4, 0, 4), SenderKind::kScalable},  // 7/8 once above 16
       {4, readings(0, 1, 0, 3, 4), SenderKind::kCubic},     // "none" readings abstain
       {4, readings(0, 0, 0, 3, 3), SenderKind::kUnknown},
-      {5, readings(4, 0, 0, 0, 4, 80, 20), SenderKind::kBbr},  // a fifth of the sends paced
-      {5, readings(4, 0, 0, 0, 4, 81, 19), SenderKind::kRenoLike},
+      {5, readings(4, 0, 0, 0, 4, 75, 25), SenderKind::kBbr},  // a quarter of the sends paced
+      {5, readings(4, 0, 0, 0, 4, 76, 24), SenderKind::kRenoLike},
       {5, readings(0, 0, 0, 0, 0, 5, 4), SenderKind::kUnknown},    // too few sends to judge
-      {5, readings(0, 0, 0, 0, 0, 6, 4), SenderKind::kBbr},        // ten: enough
+      {5, readings(0, 0, 0, 0, 0, 7, 3), SenderKind::kBbr},        // ten: enough
       {1, readings(0, 0, 0, 0, 0, 10, 90), SenderKind::kUnknown},  // paced, but one loss
   };
   for (const Case& c : cases) {
