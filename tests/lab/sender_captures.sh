@@ -7,12 +7,12 @@
 # usage: sender_captures.sh OUTDIR BPF_OBJECT [TRANSFERS] [SEED]
 #   OUTDIR      one subdirectory per run: CC_PATH (netlab.sh's outputs)
 #   BPF_OBJECT  BUILD/agents/spand-agent/spand_scalable.bpf.o
-#   TRANSFERS   per run (default 8); SEED (default 3)
+#   TRANSFERS   per run (default 6); SEED (default 2): the stored captures (pcaps/lab/sender/)
 # Paths (name: one-way delay ms, rate, buffer bytes), all with losses at the TBF bottleneck:
 #   p1: 20 10mbit 30000    BDP ~34 segments, buffer ~20
 #   p2: 10 20mbit 60000    BDP ~34, buffer ~41
 #   p3: 30 8mbit 20000     BDP ~41, buffer ~14
-#   p4: 5 4mbit 6000       BDP ~3,  buffer ~4: windows under 16 segments (Scalable's legacy
+#   p4: 5 4mbit 6000       BDP ~3,  buffer ~4: windows of 2-15 segments (under Scalable TCP's legacy
 #                          window, CUBIC's Reno-friendly region)
 # Each run holds /tmp/spand-netlab.lock only while it captures. Root only (netlab.sh exits 77).
 set -u
@@ -20,7 +20,7 @@ if (($# < 2 || $# > 4)); then
   sed -n '7,17p' "$0" | sed 's/^# \{0,1\}//' >&2
   exit 2
 fi
-OUT=$1 OBJ=$2 TRANSFERS=${3:-8} SEED=${4:-3}
+OUT=$1 OBJ=$2 TRANSFERS=${3:-6} SEED=${4:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
 LOCK=/tmp/spand-netlab.lock
 PATHS=("p1 20 10mbit 30000" "p2 10 20mbit 60000" "p3 30 8mbit 20000" "p4 5 4mbit 6000")
