@@ -101,6 +101,9 @@ void half_json(JsonLine& j, const HalfRecord& h) {
   } else {
     j.null();
   }
+  j.lit(",\"sender\":\"");
+  j.raw(sender_kind_name(h.sender));
+  j.lit("\"");
   if (h.data_packets) {
     j.lit(",\"first_data_ns\":");
     j.u64(h.first_data_ns);
@@ -281,6 +284,9 @@ void Collector::drain(Worker& w) {
   }
   FlowRecord r;
   while (w.flows().pop(r)) {
+    if (r.s2c.sender != SenderKind::kUnknown) {
+      ++senders_[prefix_of(r.client, opts_.prefix, false)][size_t(r.s2c.sender)];
+    }
     if (!flows_out_) continue;
     line_.clear();
     flow_json(line_, r);

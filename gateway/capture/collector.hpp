@@ -2,6 +2,7 @@
 // (JSON Lines), aggregates samples per client prefix, and prints the exit summary.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -111,6 +112,9 @@ class Collector {
   bool write_line(Sink& s, JsonLine& line, bool& failed, const std::string& path);
   JsonLine line_;  // the record being written, reused
   std::unordered_map<Prefix, Accumulator, PrefixHash> prefixes_;
+  // Connections per client prefix by the server's identified congestion control (the flow
+  // record's s2c `sender`; unknown ones not counted), for --prefix-summary.
+  std::unordered_map<Prefix, std::array<uint64_t, kSenderKinds>, PrefixHash> senders_;
   std::function<void(const Sample&)> hook_;
   double elapsed_s_ = 0;
   TickHook tick_hook_;

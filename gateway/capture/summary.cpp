@@ -87,16 +87,23 @@ void Collector::print_prefix_summary(FILE* out, const PrefixVerdict& verdict) co
     if (na != nb) return na > nb;
     return a.first.to_string() < b.first.to_string();
   });
-  std::fprintf(out, "%-44s %8s %10s %10s %8s %12s %12s %14s %10s %8s %s\n", "prefix", "wc_n",
-               "wc_mean", "wc_stddev", "rtt_n", "rtt_mean_ms", "rtt_min_ms", "rtt_median_ms",
-               "wc_median", "clients", "verdict");
+  std::fprintf(out, "%-44s %8s %10s %10s %8s %12s %12s %14s %10s %8s %6s %6s %8s %6s %s\n",
+               "prefix", "wc_n", "wc_mean", "wc_stddev", "rtt_n", "rtt_mean_ms", "rtt_min_ms",
+               "rtt_median_ms", "wc_median", "clients", "reno", "cubic", "scalable", "bbr",
+               "verdict");
+  static const std::array<uint64_t, kSenderKinds> kNone{};
   for (const auto& [p, a] : rows) {
+    const auto it = senders_.find(p);
+    const auto& n = it == senders_.end() ? kNone : it->second;
     std::fprintf(
-        out, "%-44s %8" PRIu64 " %10.2f %10.2f %8" PRIu64 " %12.3f %12.3f %14.3f %10.2f %8u %s\n",
+        out,
+        "%-44s %8" PRIu64 " %10.2f %10.2f %8" PRIu64 " %12.3f %12.3f %14.3f %10.2f %8u %6" PRIu64
+        " %6" PRIu64 " %8" PRIu64 " %6" PRIu64 " %s\n",
         p.to_string().c_str(), a.wc_count, a.wc_mean(), a.wc_stddev(), a.rtt_count,
         a.rtt_mean_us() / 1000.0, a.rtt_count ? a.rtt_min_us / 1000.0 : 0.0,
         a.rtt_median_us() / 1000.0, a.wc_client_median(), a.distinct_wc_clients(),
-        verdict ? verdict(a) : "-");
+        n[size_t(SenderKind::kRenoLike)], n[size_t(SenderKind::kCubic)],
+        n[size_t(SenderKind::kScalable)], n[size_t(SenderKind::kBbr)], verdict ? verdict(a) : "-");
   }
 }
 

@@ -122,7 +122,9 @@ int main(int argc, char** argv) {
   app.add_option("--samples-out", out_opts.samples_path,
                  "Write one JSON object per W_c or RTT sample to PATH ('-' = stdout)");
   app.add_flag("--prefix-summary", prefix_summary,
-               "At exit, print count and mean of W_c and RTT per client prefix to stdout");
+               "At exit, print count and mean of W_c and RTT per client prefix to stdout, "
+               "with the connections per identified sender (reno, cubic, scalable, bbr; "
+               "docs/records.md)");
   app.add_option("--prefix-len-v4", v4_len, "Client prefix length for IPv4")
       ->default_val(24)
       ->check(CLI::Range(1, 32));

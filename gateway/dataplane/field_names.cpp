@@ -4,6 +4,22 @@
 
 namespace spand {
 
+const char* sender_kind_name(SenderKind k) {
+  switch (k) {
+    case SenderKind::kUnknown:
+      return "unknown";
+    case SenderKind::kRenoLike:
+      return "reno";
+    case SenderKind::kCubic:
+      return "cubic";
+    case SenderKind::kScalable:
+      return "scalable";
+    case SenderKind::kBbr:
+      return "bbr";
+  }
+  return "unknown";
+}
+
 const char* close_reason_name(CloseReason r) {
   switch (r) {
     case CloseReason::kFin:

@@ -120,6 +120,8 @@ struct alignas(64) LossState {
   // (loss_flight_class), and the time the sender sat waiting for its retransmission timer.
   uint16_t loss_by_flight[2][kLossFlightClasses]{};
   uint32_t timeout_wait_us = 0;
+  // Sender identification (sender_id.hpp): decrease readings by band and the ACK clock.
+  SenderReadings sender;
 };
 static_assert(sizeof(LossState) == 128);
 

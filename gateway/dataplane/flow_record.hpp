@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "dataplane/packet.hpp"
+#include "dataplane/sender_id.hpp"
 
 namespace spand {
 
@@ -59,6 +60,7 @@ struct HalfRecord {
   uint16_t wc_segments[6]{};         // first W_c samples, in segments
   uint8_t wc_cwnd_limited_mask = 0;  // bit i: sample i came from a cwnd-limited flight
   uint16_t md_permille = 0;          // last multiplicative decrease seen, 1000 * cwnd_after/before
+  SenderKind sender = SenderKind::kUnknown;  // classify_sender (sender_id.hpp)
   uint64_t first_data_ns = 0;
   uint64_t last_data_ns = 0;
 };

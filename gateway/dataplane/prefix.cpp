@@ -23,12 +23,12 @@ Prefix prefix_with_len(const IpAddr& addr, uint8_t len) {
   return p;
 }
 
-Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg) {
+Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg, bool count_uncovered) {
   if (cfg.map) {
     const std::shared_ptr<const PrefixMap> m = cfg.map->current.load(std::memory_order_acquire);
     Prefix p;
     if (m && m->longest_match(addr, p)) return p;
-    cfg.map->uncovered.fetch_add(1, std::memory_order_relaxed);
+    if (count_uncovered) cfg.map->uncovered.fetch_add(1, std::memory_order_relaxed);
   }
   return prefix_with_len(addr, addr.is_v4() ? cfg.v4_len : cfg.v6_len);
 }

@@ -31,7 +31,9 @@ struct Prefix {
   std::string to_string() const;  // "198.51.100.0/24", "2001:db8:1::/48"
 };
 
-Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg);
+// count_uncovered: count an address the map does not cover (PrefixMapSource::uncovered, which
+// counts samples and queries; the flow records' per-prefix sender counts do not).
+Prefix prefix_of(const IpAddr& addr, const PrefixConfig& cfg, bool count_uncovered = true);
 // Prefix of an explicit length (v4 length for IPv4-mapped addresses).
 Prefix prefix_with_len(const IpAddr& addr, uint8_t len);
 

@@ -148,6 +148,7 @@ void Tracker::rebase(Flow& f, uint64_t now_ns) {
     fix(h.last_progress_us);
     fix(h.first_data_us);
     fix(h.last_data_us);
+    if (h.loss) fix(pool_.at(h.loss).sender.last_ack_us);
   }
   f.base_ns += shift_us * 1000;
 }
@@ -165,6 +166,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   }
   const bool sacks_above = on_sack_blocks(h, p);
   if (seq_gt(ack, h.snd_max)) return;  // acks bytes the monitor never saw sent: ignore
+  if (h.loss) pool_.at(h.loss).sender.last_ack_us = now_us;  // the ACK clock, duplicates too
 
   if (seq_gt(ack, h.snd_una)) {
     const uint32_t acked = ack - h.snd_una;
@@ -223,6 +225,7 @@ void Tracker::on_new_data(Flow& f, Dir d, const ParsedPacket& p, const Segment& 
                           uint32_t now_us) {
   HalfFlow& h = f.h(d);
   if (seq_gt(s.seq, h.snd_max)) note_gap(f, d, s.seq);
+  note_send_clock(h, now_us);
   h.snd_max = s.end;
   time_segment(h, p, s.end, now_us);
 }

@@ -132,6 +132,8 @@ class Tracker {
   void end_round(Flow& f, Dir d);
   // A new round (one flight) begins at snd_max.
   static void start_round(HalfFlow& h);
+  // Sender identification's pacing reading: was this new segment sent on the ACK clock?
+  void note_send_clock(HalfFlow& h, uint32_t now_us);
 
   // tracker_wc.cpp: W_c samples, at a loss in congestion avoidance and at the end.
   void wc_at_loss(Flow& f, Dir d);

@@ -63,6 +63,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.wc_cwnd_limited_mask =
         uint8_t(((h.flags & kHfWcLimited0) ? 1 : 0) | ((h.flags & kHfWcLimited1) ? 2 : 0));
     o.md_permille = l.md_permille;
+    o.sender = classify_sender(uint32_t(l.loss_fast) + l.loss_timeout, l.sender);
     if (h.data_packets) {
       o.first_data_ns = f.base_ns + uint64_t(h.first_data_us) * 1000;
       o.last_data_ns = f.base_ns + uint64_t(h.last_data_us) * 1000;

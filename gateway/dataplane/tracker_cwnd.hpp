@@ -88,4 +88,23 @@ inline void Tracker::bound_cwnd_by_flight(HalfFlow& h, bool below) {
   if (flight + 1 >= cwnd_segments(h)) h.flags |= kHfRoundLimited;
 }
 
+// A new segment of a direction that has lost before (sender identification needs two losses, so
+// the first one's LossState holds the counts): sent on the ACK clock, or on a timer of its own
+// (sender_id.hpp, kPacedGapFlightDivisor), counted from the last ACK of any kind (in recovery an
+// ACK-clocked sender answers duplicate ACKs) and the previous segment. Not a send from idle,
+// which follows the application.
+inline void Tracker::note_send_clock(HalfFlow& h, uint32_t now_us) {
+  if (h.loss == 0 || h.srtt_us == 0 || h.snd_max == h.snd_una) return;
+  SenderReadings& r = pool_.at(h.loss).sender;
+  const uint32_t last_us = std::max(h.last_send_us, r.last_ack_us);
+  const bool paced =
+      int32_t(now_us - last_us) > 0 &&
+      uint64_t(now_us - last_us) * kPacedGapFlightDivisor * flight_segments(h) >= h.srtt_us;
+  if (r.sends_clocked == UINT16_MAX || r.sends_paced == UINT16_MAX) {
+    r.sends_clocked /= 2;
+    r.sends_paced /= 2;
+  }
+  ++(paced ? r.sends_paced : r.sends_clocked);
+}
+
 }  // namespace spand

@@ -55,6 +55,7 @@ ordered_json half_to_json(const HalfRecord& h) {
   j["wc_segments"] = wc;
   j["wc_cwnd_limited"] = lim;
   j["md_ratio"] = h.md_permille ? ordered_json(h.md_permille / 1000.0) : ordered_json(nullptr);
+  j["sender"] = sender_kind_name(h.sender);
   j["first_data_ns"] = h.data_packets ? ordered_json(h.first_data_ns) : ordered_json(nullptr);
   j["last_data_ns"] = h.data_packets ? ordered_json(h.last_data_ns) : ordered_json(nullptr);
   return j;
@@ -178,6 +179,7 @@ HalfRecord random_half(std::mt19937_64& rng) {
   for (auto& w : h.wc_segments) w = uint16_t(rng());
   h.wc_cwnd_limited_mask = uint8_t(rng());
   h.md_permille = rng() % 2 ? uint16_t(rng()) : 0;
+  h.sender = SenderKind(rng() % kSenderKinds);
   h.first_data_ns = edge(rng);
   h.last_data_ns = edge(rng);
   return h;

@@ -496,8 +496,12 @@ struct SenderSim {
   uint32_t cwnd_cnt = 0;
   uint32_t ssthresh = UINT32_MAX;
   uint64_t rtt_us = 20'000;
-  std::vector<uint32_t> wc_truth;  // cwnd - 1 at each loss detected in congestion avoidance
-  std::vector<double> md_truth;    // cwnd after / before at each loss
+  // Time between a round's segments: 50 us is an ACK-clocked sender near the monitor; a paced
+  // sender (BBR) spreads its window over the round trip.
+  bool paced = false;
+  std::vector<uint32_t> wc_truth;      // cwnd - 1 at each loss detected in congestion avoidance
+  std::vector<double> md_truth;        // cwnd after / before at each loss
+  std::vector<uint32_t> loss_windows;  // cwnd at each loss
 
   uint32_t seq(uint32_t seg) const { return kS + 1 + seg * kMss; }
   void on_new_ack() {
@@ -517,7 +521,7 @@ struct SenderSim {
       for (uint32_t i = 0; i < room && next < total; ++i) {
         k.s(seq(next), kC + 1, kAck, kMss);
         round.push_back(next++);
-        k.wait_us(50);
+        k.wait_us(paced ? rtt_us / cwnd : 50);
       }
       k.wait_us(rtt_us);
       int lost = -1;
@@ -539,6 +543,7 @@ struct SenderSim {
             if (cwnd >= ssthresh) wc_truth.push_back(cwnd - 1);
             const uint32_t before = cwnd;
             ssthresh = std::max<uint32_t>(uint32_t(cwnd * beta), 2);
+            loss_windows.push_back(before);
             cwnd = ssthresh;
             cwnd_cnt = 0;
             md_truth.push_back(double(cwnd) / before);
@@ -605,6 +610,42 @@ TEST(Tracker, MultiplicativeDecreaseIsMeasured) {
     }
     EXPECT_EQ(k.w.counters().samples_decrease, readings.size());
   }
+}
+
+// Sender identification end to end: four losses in congestion avoidance at windows above 16, the
+// decrease of each flavour (Scalable TCP's 7/8 as the simulator rounds it: cwnd x 0.875), and a
+// paced sender that keeps Reno's decrease but spreads its window over the round trip.
+TEST(Tracker, SenderIsIdentifiedFromItsDecreasesAndPacing) {
+  struct Case {
+    double beta;
+    bool paced;
+    SenderKind want;
+  };
+  for (const Case& c :
+       {Case{0.5, false, SenderKind::kRenoLike}, Case{0.7, false, SenderKind::kCubic},
+        Case{0.875, false, SenderKind::kScalable}, Case{0.5, true, SenderKind::kBbr}}) {
+    Conn k;
+    SenderSim sim{k, c.beta};
+    sim.paced = c.paced;
+    sim.run(2000, {60, 500, 900, 1300, 1700});
+    auto recs = k.finish();
+    ASSERT_EQ(recs.size(), 1u);
+    std::string windows;
+    for (uint32_t w : sim.loss_windows) windows += " " + std::to_string(w);
+    ASSERT_GE(sim.loss_windows.size(), 4u) << windows;
+    for (size_t i = 1; i < sim.loss_windows.size(); ++i) {
+      EXPECT_GT(sim.loss_windows[i], kScalableLegacySegments) << "beta " << c.beta << " loss " << i;
+    }
+    EXPECT_EQ(recs[0].s2c.sender, c.want) << "beta " << c.beta << " paced " << c.paced;
+    EXPECT_EQ(recs[0].c2s.sender, SenderKind::kUnknown);  // the client sent no data
+  }
+  // One loss is not enough.
+  Conn k;
+  SenderSim sim{k, 0.7};
+  sim.run(600, {300});
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.sender, SenderKind::kUnknown);
 }
 
 TEST(Tracker, EndOfConnectionWcWithoutLoss) {
