@@ -196,8 +196,9 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
   // segments beside the same bulk flow: 231-356 ms with 5-21 segments lost, against 380-450 ms
   // for the kernel, and 356-688 ms when rule 11 left them to it).
   // The largest queueing delay is the buffer only once the buffer overflowed: on a path where
-  // no connection has retransmitted it is a lower bound (the idle path: 7 ms seen of a 50 ms
-  // buffer), and a handshake's jitter of a few ms would read as a standing queue in it.
+  // no connection has retransmitted it is a lower bound (the idle path: the servers' smoothed RTTs
+  // showed 7-24 ms of its 50 ms buffer), and a handshake's jitter of a few ms would read as a
+  // standing queue in it.
   if (policy.standing_queue && rate && path && path->max_srtt_us > prop_rtt_us + 1 &&
       path->retransmitting > 0 && segments <= window) {
     p.queue_room_us = static_cast<uint32_t>(path->max_srtt_us - prop_rtt_us);
