@@ -15,9 +15,9 @@ packages=(
   libbpf-dev bpftool libmnl-dev linux-libc-dev iproute2 ethtool
   # tests and benchmarks: real servers, reference tools, packet tools
   libgtest-dev redis-server redis-tools prometheus tcptrace tshark tcpdump
-  python3 python3-pytest python3-scapy python3-redis python3-grpcio python3-protobuf
-  python3-matplotlib
-  procps psmisc bc
+  python3 python3-pytest python3-scapy python3-grpcio python3-protobuf
+  python3-matplotlib   # tests/lab/benefit/analyze.py's plots
+  procps               # sysctl, free
   # packaging and installation: the Debian package, units, man pages, completion (deploy/)
   debhelper systemd man-db bash-completion curl
   # dashboards as code (deploy/grafana/check.sh): a Python venv for grafana-foundation-sdk
