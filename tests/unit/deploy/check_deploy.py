@@ -1,13 +1,15 @@
 """The deployment files against the code: every metric a Grafana panel queries is one the
 gateway, the estimate service or the agent exports (a renamed metric would leave a panel empty
 without any error), every panel uses the dashboard's data source variable, no two panels
-overlap, and every job in the Prometheus configuration scrapes the port its component listens
-on by default. Usage: check_deploy.py SOURCE_ROOT"""
+overlap, every job in the Prometheus configuration scrapes the port its component listens on by
+default and in the example configurations (deploy/config), and the example agent asks the
+example replica's port. Usage: check_deploy.py SOURCE_ROOT"""
 import glob
 import json
 import os
 import re
 import sys
+import tomllib
 
 root = sys.argv[1]
 errors = []
@@ -74,6 +76,27 @@ for job, port in defaults.items():
 if not {"spand-gateway", "spand-estimates", "spand-agent"} <= set(jobs):
     errors.append("prometheus.yml: jobs %s, expected spand-gateway, spand-estimates, spand-agent"
                   % sorted(jobs))
+
+# The example configurations (deploy/config, installed in /etc/spand) fit together: the agent
+# asks the replica's gRPC port, and Prometheus scrapes each daemon's metrics_listen port.
+def config(name):
+    with open(os.path.join(root, "deploy", "config", name), "rb") as f:
+        return tomllib.load(f)
+
+def port_of(address):
+    return address.rsplit(":", 1)[1] if address else None
+
+examples = {"spand-gateway": config("gateway.toml"), "spand-estimates": config("estimates.toml")}
+agent_cfg = config("agent.toml")["agent"]
+replica_grpc = port_of(examples["spand-estimates"].get("grpc_listen"))
+if port_of(agent_cfg.get("estimate_server")) != replica_grpc:
+    errors.append("agent.toml: estimate_server %s, but estimates.toml's replica listens on port %s"
+                  % (agent_cfg.get("estimate_server"), replica_grpc))
+examples["spand-agent"] = agent_cfg
+for job, cfg in examples.items():
+    if port_of(cfg.get("metrics_listen")) != jobs.get(job):
+        errors.append("prometheus.yml: job %s scrapes port %s, its example configuration's "
+                      "metrics_listen is %s" % (job, jobs.get(job), cfg.get("metrics_listen")))
 
 # Every metric the Prometheus rules use (recording rules' own names hold a colon).
 with open(os.path.join(root, "deploy", "prometheus", "spand-rules.yml")) as f:
