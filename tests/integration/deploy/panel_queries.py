@@ -1,10 +1,12 @@
 """Every query of every dashboard in deploy/grafana, run against a Prometheus server: the
 dashboard variables become what Grafana would send ($job and $instance: all, $__rate_interval and
 $__range: the given windows). Prints one line per query: dashboard, panel, query letter, the
-number of series returned and their values (rounded), "NO DATA" when none. Writes the same as
-JSON to OUT. Usage: panel_queries.py DASHBOARD_DIR PROMETHEUS_URL OUT.json"""
+number of series returned and their values (4 significant digits), "NO DATA" when none. Writes
+the same as JSON to OUT, each row with the query as sent (expr). Usage: panel_queries.py
+DASHBOARD_DIR PROMETHEUS_URL OUT.json"""
 import glob
 import json
+import math
 import os
 import sys
 import urllib.parse
@@ -29,10 +31,14 @@ def main(dashboard_dir, url, out):
                 expr = (t["expr"].replace("$job", ".*").replace("$instance", ".*")
                         .replace("$__rate_interval", "20s").replace("$__range", "2m"))
                 result = query(url, expr)
-                values = sorted({round(float(r["value"][1]), 3) for r in result})
+                # 4 significant digits: latencies in seconds stay visible. NaN (a quantile
+                # without observations) once, last.
+                got = [float("%.4g" % float(r["value"][1])) for r in result]
+                values = sorted({v for v in got if not math.isnan(v)})
+                values += [math.nan] if any(math.isnan(v) for v in got) else []
                 rows.append({"dashboard": os.path.basename(path)[:-5], "panel": p["title"],
                              "ref": t.get("refId", ""), "legend": t.get("legendFormat", ""),
-                             "series": len(result), "values": values[:6]})
+                             "expr": expr, "series": len(result), "values": values[:6]})
                 print("%-22s %-32s %s %-22s %s" % (
                     rows[-1]["dashboard"], p["title"][:32], rows[-1]["ref"],
                     rows[-1]["legend"][:22],

@@ -6,7 +6,9 @@ gateway and the replica exactly as the installed units would (their ExecStart), 
 downloads from two client addresses through span0 until the replica answers for their network.
 Then every query of the installed dashboards runs against a real Prometheus scraping the gateway,
 the replica and the agent (SPAND_DASHBOARDS=DIR takes the dashboards from DIR instead;
-SPAND_PANEL_REPORT=FILE keeps the results). Blocks marked `sh norun` are not run (each says why in the guide). Run by deploy/package-test.sh
+SPAND_PANEL_REPORT=FILE keeps the results: FILE.md as a table of every panel's query and what it
+returned, any other name as JSON). Blocks marked `sh norun` are not run (each says why in the
+guide). Run by deploy/package-test.sh
 right after it installs the package it built (not from meson: an older installed package would
 be tested); needs root and `ip netns`, skipped without the package."""
 import json
@@ -23,15 +25,16 @@ ROOT = os.environ.get("SPAND_SOURCE_ROOT",
 DOC = os.path.join(ROOT, "docs", "deploy.md")
 SRV, CLI = "spdoc-srv", "spdoc-cli"
 MARK = "<!-- deploy_doc: the units start here -->"
-# Queries that may stay empty in this setup: they keep only series above 0, and here the agent
-# runs in route mode as a dry run (no sock_ops program, so no program event), every estimate it
-# asks for is applied (no skip), no Report is rejected, and the veth may carry no frame the
-# gateway drops. Every other query must return data.
+# Queries that may stay empty in this setup, and why: they keep only series above 0, and what
+# they count does not happen here. Every other query must return data (the UDP datagrams of the
+# traffic loop are frames the gateway does not use: "Drops by reason" shows them as not_tcp).
 NEEDS_MORE = {
-    ("spand-agents", "sock_ops program events", "A"),
-    ("spand-agents", "Applied and skipped", "B"),
-    ("spand-service", "Report: samples and rejections", "B"),
-    ("spand-capture", "Drops by reason", "A"),
+    ("spand-agents", "sock_ops program events", "A"):
+        "the agent runs in route mode as a dry run: no sock_ops program, so no program event",
+    ("spand-agents", "Applied and skipped", "B"):
+        "every estimate the agent asks for is applied: no skip",
+    ("spand-service", "Report: samples and rejections", "B"):
+        "no Report message is rejected",
 }
 
 
@@ -81,6 +84,42 @@ def lab():
                    "sleep 1; ip netns del %s; ip netns del %s" % (SRV, CLI, SRV, CLI),
                    shell=True, capture_output=True)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+def panel_table(panels, out):
+    """Markdown: every query of every panel and what it returned in this run."""
+    version = re.search(r"^spand-gateway (\S+ \(git \S+\))$", out, re.M)
+    lines = [
+        "# Dashboard panels against a real Prometheus",
+        "",
+        "Written by `tests/integration/deploy/test_deploy_doc.py` (`SPAND_PANEL_REPORT=FILE.md`,",
+        "run by `deploy/package-test.sh`): the installed package (spand-gateway %s), its"
+        % (version.group(1) if version else "?"),
+        "gateway and replica started as their units start them, the agent as a dry-run",
+        "daemon, Prometheus scraping the three every second while HTTP downloads from two",
+        "client addresses (and one UDP datagram each round) cross the span interface. Each",
+        "query ran with `$job` and `$instance` = `.*`, `$__rate_interval` = 20s, `$__range` =",
+        "2m. Values: the distinct values of the series returned (4 significant digits, at most",
+        "6; NaN: a quantile of a method without calls in the window).",
+        "",
+        "%d queries, %d returned data, %d of them a value other than 0 in some series (a 0 is"
+        % (len(panels), sum(1 for p in panels if p["series"]),
+           sum(1 for p in panels if any(v == v and v != 0 for v in p["values"]))),
+        "data, but says only that the metric is exported and scraped).",
+        "",
+        "| dashboard | panel | ref | legend | query | result |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in panels:
+        if p["series"]:
+            result = "%d series: %s" % (p["series"], ", ".join("%g" % v for v in p["values"]))
+        else:
+            why = NEEDS_MORE.get((p["dashboard"], p["panel"], p["ref"]), "NOT EXPECTED")
+            result = "no data: %s" % why
+        lines.append("| %s | %s | %s | %s | `%s` | %s |" % (
+            p["dashboard"], p["panel"], p["ref"], p["legend"].replace("|", "\\|"),
+            p["expr"].replace("|", "\\|"), result))
+    return "\n".join(lines) + "\n"
 
 
 def test_deploy_guide_commands_run(lab):
@@ -140,9 +179,11 @@ def test_deploy_guide_commands_run(lab):
         "  for src in 10.99.0.2 10.99.0.3; do"
         "    ip netns exec %s curl -s -o /dev/null --interface $src http://10.99.0.1:8080/f || true;"
         "  done;"
+        # A UDP datagram (bash's /dev/udp: no tool needed): a frame the gateway does not use.
+        "  ip netns exec %s bash -c 'echo x > /dev/udp/10.99.0.1/9' || true;"
         "  spandctl --server 127.0.0.1:50052 get 10.99.0.0/24 > /dev/null 2>&1 || true;"
         "  sleep 0.5;"
-        "done" % CLI,
+        "done" % (CLI, CLI),
         "python3 %s %s http://127.0.0.1:9090 %s/panels.json"
         % (os.path.join(os.path.dirname(os.path.abspath(__file__)), "panel_queries.py"),
            os.environ.get("SPAND_DASHBOARDS", "/usr/share/doc/spand/examples/grafana"), tmp),
@@ -167,7 +208,10 @@ def test_deploy_guide_commands_run(lab):
     assert "SUCCESS" in out  # promtool
     panels = json.load(open(os.path.join(tmp, "panels.json")))
     report = os.environ.get("SPAND_PANEL_REPORT")
-    if report:
+    if report and report.endswith(".md"):
+        with open(report, "w") as f:
+            f.write(panel_table(panels, r.stdout))
+    elif report:
         shutil.copy(os.path.join(tmp, "panels.json"), report)
     empty = ["%s / %s %s" % (r["dashboard"], r["panel"], r["ref"]) for r in panels
              if r["series"] == 0 and (r["dashboard"], r["panel"], r["ref"]) not in NEEDS_MORE]
