@@ -17,9 +17,16 @@ start=$(date +%s)
   { tail -50 "$out/build.log"; exit 1; }
 echo "package: built in $(($(date +%s) - start)) s: $(cd "$out" && ls ./*.deb | tr '\n' ' ')"
 deb=$(ls "$out"/spand_*_"$(dpkg --print-architecture)".deb)
-apt-get install -y --allow-downgrades "$deb" > "$out/install.log" 2>&1 ||
+# --reinstall: with the same version already installed (a second run on one machine), apt-get
+# would otherwise keep the installed files and everything below would test them.
+apt-get install -y --allow-downgrades --reinstall "$deb" > "$out/install.log" 2>&1 ||
   { tail -30 "$out/install.log"; exit 1; }
 dpkg -L spand > "$out/files.txt"
+# The installed programs are the ones just built.
+dpkg-deb -x "$deb" "$out/unpacked"
+for b in usr/bin/spand-gateway usr/bin/spand-estimates usr/bin/spandctl usr/sbin/spand-agent; do
+  cmp -s "$out/unpacked/$b" "/$b" || { echo "package: /$b is not the one in $deb"; exit 1; }
+done
 
 for b in /usr/bin/spand-gateway /usr/bin/spand-estimates /usr/bin/spandctl /usr/sbin/spand-agent; do
   "$b" --version | head -1
