@@ -7,7 +7,7 @@ _spand() {
   case $prev in
     --config | -c | --pcap | --flows-out | --samples-out | --estimates-file | -f | \
     --redis-password-file | --report-token-file | --grpc-tls-cert | --grpc-tls-key | \
-    --grpc-client-ca | --report-socket)
+    --grpc-client-ca | --report-socket | --tls-ca | --tls-cert | --tls-key)
       _filedir
       return
       ;;
@@ -33,8 +33,23 @@ _spand() {
       ;;
   esac
   $split && return
-  if [[ $1 == spandctl && $cword -eq 1 && $cur != -* ]]; then
-    COMPREPLY=($(compgen -W 'get watch top cwnd' -- "$cur"))
+  # spandctl: the command is the first word that is neither an option nor an option's value.
+  if [[ $1 == spandctl && $cur != -* ]]; then
+    local i command=
+    for ((i = 1; i < cword; i++)); do
+      case ${words[i]} in
+        --server | --timeout-ms | --tls-ca | --tls-cert | --tls-key | --tls-server-name) ((i++)) ;;
+        -*) ;;
+        *)
+          command=${words[i]}
+          break
+          ;;
+      esac
+    done
+    case $command in
+      '') COMPREPLY=($(compgen -W 'get watch top cwnd losses' -- "$cur")) ;;
+      losses) _filedir ;; # a --flows-out file
+    esac
     return
   fi
   if [[ $cur == -* ]]; then

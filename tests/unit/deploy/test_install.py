@@ -156,3 +156,35 @@ def test_bash_completion_offers_the_options(dest):
                        capture_output=True, text=True, env=dict(os.environ, PATH=bindir + ":" +
                                                                 os.environ["PATH"]))
     assert r.stdout.split() == ["--print-config"], r.stdout + r.stderr
+
+
+def test_bash_completion_offers_spandctl_commands(dest):
+    """spandctl's commands (as its --help lists them) complete after global options too."""
+    bc = "/usr/share/bash-completion/bash_completion"
+    if not os.path.isfile(bc):
+        pytest.skip("bash-completion not installed")
+    script = one(dest, "/**/share/bash-completion/completions/spandctl")
+
+    def complete(*words):
+        line = " ".join(words)
+        r = subprocess.run(["bash", "-c",
+                            'source %s; source %s; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); '
+                            'COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}; '
+                            '_spand spandctl "${COMP_WORDS[-1]}" "${COMP_WORDS[-2]}"; '
+                            'echo "${COMPREPLY[@]}"' % (bc, script), "complete", *words],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, line + ": " + r.stderr
+        return r.stdout.split()
+
+    spandctl = installed(dest, os.path.join(meson_dir("bindir"), "spandctl"))
+    if not os.access(spandctl, os.X_OK):
+        pytest.skip("spandctl is not built in this configuration")
+    # The commands of spandctl's own --help (its "commands:" block).
+    help_text = subprocess.run([spandctl, "--help"], capture_output=True, text=True).stdout
+    block = help_text.split("commands:", 1)[1].split("options:", 1)[0]
+    commands = re.findall(r"^  (\w+)\b", block, re.M)
+    assert "losses" in commands, commands
+    assert complete("spandctl", "") == commands
+    assert complete("spandctl", "--server", "127.0.0.1:50052", "--json", "") == commands
+    assert complete("spandctl", "--timeout-ms", "100", "lo") == ["losses"]
+    assert complete("spandctl", "top", "") == []
