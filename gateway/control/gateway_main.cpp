@@ -47,6 +47,20 @@ constexpr const char* kDescription =
 // that did not reach Redis (unreachable, or dropped from the full backlog).
 constexpr int kExitOutputLoss = 5;
 
+// After the options in --help (and so in the man page): what a script or a unit can rely on.
+constexpr const char* kExitStatus =
+    "Exit status:\n"
+    "  0  success (also after SIGINT or SIGTERM)\n"
+    "  2  bad usage, configuration or input: an unknown option, a value out of range, a\n"
+    "     configuration file error (FILE:LINE), an unreadable or damaged capture file, an\n"
+    "     interface that cannot be opened\n"
+    "  3  runtime error\n"
+    "  4  a live run that lost frames before the gateway (kernel or NIC drops) or whose\n"
+    "     interface went away\n"
+    "  5  records or samples lost: a write error on an output, or samples that did not reach\n"
+    "     Redis\n"
+    "A lower status wins when several apply.";
+
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "spand-gateway: %s\nTry 'spand-gateway --help'.\n", msg.c_str());
   return 2;
@@ -87,6 +101,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{kDescription, "spand-gateway"};
   app.get_formatter()->column_width(36);
+  app.footer(kExitStatus);
   CommandLine cl;
   cl.print_version = print_gateway_version;
   // Names before the options were unified across the binaries.
@@ -173,7 +188,7 @@ int main(int argc, char** argv) {
   // The estimate side: Redis writer, gRPC estimate service, metrics.
   CLI::App* cg = &app;
   app.option_defaults()->group("Estimates");
-  cg->add_option("--redis", ctl.redis_url, "Redis URL: redis://[user:password@]host:port");
+  cg->add_option("--redis", ctl.redis_url, "Redis URL: redis://[[user]:password@]host[:port]");
   cg->add_option("--redis-cluster", ctl.redis_cluster_seeds,
                  "Redis Cluster seed nodes host:port (comma separated or repeated)")
       ->delimiter(',');

@@ -13,6 +13,7 @@
 #include "control/cli_checks.hpp"
 #include "control/config_file.hpp"
 #include "control/service_stack.hpp"
+#include "estimates/redis_schema.hpp"
 #include "spand_version.hpp"
 
 namespace {
@@ -40,6 +41,13 @@ int main(int argc, char** argv) {
 
   CLI::App app{"spand-estimates: stateless replica of the spand.v1 estimate service (no capture)",
                "spand-estimates"};
+  app.footer(
+      "Exit status:\n"
+      "  0  stopped by SIGINT or SIGTERM, the last Report samples written to Redis\n"
+      "  2  bad usage or configuration (an unknown option, a value out of range, a\n"
+      "     configuration file error naming FILE:LINE), or the service could not start (a port\n"
+      "     that cannot be bound, an unreadable TLS file)\n"
+      "  5  Report samples that did not reach Redis at exit");
   CommandLine cl;
   cl.print_version = [] { print_version("spand-estimates", {{"gRPC", grpc::Version()}}); };
   // Names before the options were unified across the binaries.
@@ -96,11 +104,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 3'600'000u));
   app.add_option("--clock", clock_mode,
-                 "redis: newest capture time stored by the gateways (spand:{g}:clock); wall: "
-                 "this machine's clock")
+                 "redis: newest capture time stored by the gateways (the key PREFIX:{g}:clock, "
+                 "PREFIX of --redis-key-prefix); wall: this machine's clock")
       ->capture_default_str()
       ->check(CLI::IsMember({"redis", "wall"}));
-  app.add_option("--clock-poll-ms", clock_poll_ms, "how often spand:{g}:clock is read")
+  app.add_option("--clock-poll-ms", clock_poll_ms, "how often PREFIX:{g}:clock is read")
       ->capture_default_str()
       ->check(CLI::Range(1u, 60'000u));
   app.add_option("--min-clients", c.min_clients,
@@ -114,7 +122,7 @@ int main(int argc, char** argv) {
       ->check(finite_range(0.0, 100.0));
   app.add_option(
          "--clock-skew-s", c.clock_skew_s,
-         "tolerance for times ahead of the wall clock: a spand:{g}:clock or Report timestamp "
+         "tolerance for times ahead of the wall clock: a PREFIX:{g}:clock or Report timestamp "
          "further ahead is ignored or rejected")
       ->capture_default_str()
       ->check(CLI::Range(1u, 86400u));
@@ -157,6 +165,8 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "spand-estimates: serving spand.v1 on port %d (clock %s)\n",
                stack->grpc_port(), clock_mode.c_str());
 
+  // The key the gateways write (redis_schema.hpp), named as it is in this deployment's Redis.
+  const std::string clock_name = clock_key(c.redis_key_prefix);
   auto next_clock = std::chrono::steady_clock::now();
   bool warned = false;
   bool warned_future = false;
@@ -169,7 +179,8 @@ int main(int argc, char** argv) {
         ns = wall_now_ns();
       } else if (!stack->write_store().read_clock(ns, error)) {
         if (!warned)
-          std::fprintf(stderr, "spand-estimates: reading spand:{g}:clock: %s\n", error.c_str());
+          std::fprintf(stderr, "spand-estimates: reading %s: %s\n", clock_name.c_str(),
+                       error.c_str());
         warned = true;
       } else if (ns == 0) {
         // No gateway has written yet: agents' Report samples still need a sensible time.
@@ -180,9 +191,9 @@ int main(int argc, char** argv) {
         // clock): not followed. The next flush of a gateway (or of Report samples) replaces it.
         if (!warned_future)
           std::fprintf(stderr,
-                       "spand-estimates: spand:{g}:clock is %.0f s ahead of this machine's clock; "
+                       "spand-estimates: %s is %.0f s ahead of this machine's clock; "
                        "using the wall clock until a gateway repairs it\n",
-                       double(ns - wall) / 1e9);
+                       clock_name.c_str(), double(ns - wall) / 1e9);
         warned_future = true;
         ns = wall;
       }

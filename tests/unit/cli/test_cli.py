@@ -9,6 +9,7 @@ import re
 import sys
 import subprocess
 import tempfile
+import threading
 import time
 import tomllib
 
@@ -148,6 +149,42 @@ def test_config_errors_name_file_and_line(name, text, line, what):
     r = run(binary(name), "--config", path, "--print-config")
     assert r.returncode == 2, (r.returncode, r.stdout)
     assert "%s:%d:" % (path, line) in r.stderr and what in r.stderr, r.stderr
+
+
+def test_replica_names_the_clock_key_of_its_prefix():
+    """With --redis-key-prefix the store's clock is PREFIX:{g}:clock: the replica's message about
+    it names that key (it named spand:{g}:clock whatever the prefix)."""
+    rep = binary("spand-estimates")
+    p = subprocess.Popen([rep, "--redis", "redis://127.0.0.1:1", "--redis-key-prefix", "blue",
+                          "--grpc-listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
+    killer = threading.Timer(20, p.kill)  # no line at all: fail, do not hang
+    killer.start()
+    try:
+        lines = []
+        for line in p.stderr:
+            lines.append(line)
+            if "clock" in line and "reading" in line:
+                break
+        assert any("reading blue:{g}:clock:" in l for l in lines), lines
+    finally:
+        killer.cancel()
+        p.terminate()
+        p.wait(timeout=30)
+    r = run(rep, "--help")
+    assert "spand:{g}:clock" not in r.stdout and "PREFIX:{g}:clock" in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("name", ["spand-gateway", "spand-estimates"])
+def test_help_lists_the_exit_statuses(name):
+    """The daemons' --help (and so their man pages) ends with the exit statuses their units and
+    scripts rely on; each status the code returns is there."""
+    r = run(binary(name), "--help")
+    assert r.returncode == 0
+    tail = r.stdout.split("Exit status:", 1)
+    assert len(tail) == 2, r.stdout[-500:]
+    listed = set(re.findall(r"^  ([0-9])  ", tail[1], re.M))
+    expected = {"spand-gateway": {"0", "2", "3", "4", "5"}, "spand-estimates": {"0", "2", "5"}}
+    assert listed == expected[name], listed
 
 
 def test_config_file_missing_is_a_usage_error():
