@@ -124,6 +124,29 @@ def test_dpdk_drop_in_verifies(dest, tmp_path):
     assert r.returncode == 0 and not r.stderr.strip(), r.stderr
 
 
+@pytest.mark.parametrize("unit", ["spand-gateway.service", "spand-estimates.service"])
+def test_redis_password_drop_in_verifies(dest, unit, tmp_path):
+    """The units run as a DynamicUser, which cannot read a root-owned 0640 password file: the
+    drop-in hands it over as a credential, and the name the configuration must use is the one
+    systemd gives it."""
+    if not shutil.which("systemd-analyze"):
+        pytest.skip("systemd-analyze not installed")
+    text = unit_text(dest, unit)
+    assert re.search(r"^DynamicUser=yes$", text, re.M)
+    exe = re.search(r"^ExecStart=(\S+)", text, re.M).group(1)
+    drop_in = open(one(dest, "/**/share/doc/spand/examples/spand-redis-password.conf")).read()
+    cred = re.search(r"^LoadCredential=([^:]+):(\S+)$", drop_in, re.M)
+    assert cred and cred.group(2) == "/etc/spand/redis.password", drop_in
+    # The path its comment tells the operator to configure is where systemd puts the credential.
+    assert "/run/credentials/spand-gateway.service/%s" % cred.group(1) in drop_in, drop_in
+    local = tmp_path / unit
+    local.write_text(text.replace("ExecStart=" + exe, "ExecStart=" + installed(dest, exe)) +
+                     "\n" + drop_in)
+    r = subprocess.run(["systemd-analyze", "verify", "--man=no", str(local)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stderr.strip(), r.stderr
+
+
 def test_pkg_config_builds_a_c_program(dest, tmp_path):
     if not shutil.which("pkg-config") or not shutil.which("cc"):
         pytest.skip("pkg-config or cc missing")
