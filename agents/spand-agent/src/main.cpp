@@ -824,8 +824,13 @@ int run(int argc, char** argv) {
       // bottleneck only once a flight reaches the BDP, which short transfers never do).
       if (bpf_applier) {
         const double now = clock.now_s();
-        for (const auto& [prefix, rate] : bpf_applier->take_train_rates())
+        for (const auto& [prefix, rate] : bpf_applier->take_train_rates()) {
+          const uint64_t falls = paths.falls();
           paths.observe_train(prefix, rate, now);
+          if (paths.falls() != falls)
+            std::fprintf(stderr, "spand-agent: path rate of %s fell to %llu B/s\n",
+                         prefix.str().c_str(), static_cast<unsigned long long>(rate));
+        }
       }
     }
     if (cfg.sample_tcp_info && clock.now_s() >= next_sample_s) {

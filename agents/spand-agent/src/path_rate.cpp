@@ -20,7 +20,18 @@ void PathRates::observe(const Prefix& key_prefix, uint64_t rate_bytes_per_s, uin
 void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_s, double now_s) {
   if (rate_bytes_per_s == 0) return;
   const int64_t idx = index_of(now_s);
-  Bucket& b = paths_[key_prefix][static_cast<size_t>(idx % kBuckets)];
+  auto& buckets = paths_[key_prefix];
+  if (auto median = trains_median(key_prefix, now_s);
+      median && rate_bytes_per_s * kTrainFallFactor < median) {
+    // The delivery rates too: their max would keep the old path's rate for the window.
+    for (Bucket& old : buckets) {
+      old.trains.clear();
+      old.rate = 0;
+    }
+    held_.erase(key_prefix);
+    ++falls_;
+  }
+  Bucket& b = buckets[static_cast<size_t>(idx % kBuckets)];
   if (b.index != idx) b = Bucket{idx, 0, 0, 0, 0, 0, {}};
   if (b.trains.size() == kMaxTrains) b.trains.erase(b.trains.begin());
   b.trains.push_back(rate_bytes_per_s);
@@ -41,16 +52,34 @@ void PathRates::observe_senders(const Prefix& key_prefix, uint32_t senders, doub
   ++b.dumps[std::min(senders, kMaxSenders)];
 }
 
+uint64_t PathRates::trains_median(const Prefix& key_prefix, double now_s) const {
+  std::vector<uint64_t> trains;
+  if (auto it = paths_.find(key_prefix); it != paths_.end()) {
+    const int64_t idx = index_of(now_s);
+    for (const Bucket& b : it->second)
+      if (b.index >= 0 && idx - b.index < kBuckets)
+        trains.insert(trains.end(), b.trains.begin(), b.trains.end());
+  }
+  if (trains.empty() && hold_s_ > 0) {
+    if (auto h = held_.find(key_prefix);
+        h != held_.end() && now_s - h->second.back().first <= hold_s_)
+      for (const auto& t : h->second) trains.push_back(t.second);
+  }
+  if (trains.empty()) return 0;
+  // The lower median.
+  auto mid = trains.begin() + static_cast<std::ptrdiff_t>((trains.size() - 1) / 2);
+  std::nth_element(trains.begin(), mid, trains.end());
+  return *mid;
+}
+
 std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) const {
   auto it = paths_.find(key_prefix);
   if (it == paths_.end()) return std::nullopt;
   const int64_t idx = index_of(now_s);
   PathInfo info;
-  std::vector<uint64_t> trains;
   for (const Bucket& b : it->second) {
     if (b.index < 0 || idx - b.index >= kBuckets) continue;  // outside the window
     info.rate_bytes_per_s = std::max(info.rate_bytes_per_s, b.rate);
-    trains.insert(trains.end(), b.trains.begin(), b.trains.end());
     if (b.min_rtt_us && (info.min_rtt_us == 0 || b.min_rtt_us < info.min_rtt_us))
       info.min_rtt_us = b.min_rtt_us;
     info.samples += b.samples;
@@ -58,16 +87,9 @@ std::optional<PathInfo> PathRates::get(const Prefix& key_prefix, double now_s) c
     info.retransmitting += b.retransmitting;
   }
   if (info.samples == 0) return std::nullopt;
-  if (trains.empty() && hold_s_ > 0) {
-    if (auto h = held_.find(key_prefix);
-        h != held_.end() && now_s - h->second.back().first <= hold_s_)
-      for (const auto& t : h->second) trains.push_back(t.second);
-  }
-  if (!trains.empty()) {
-    // The lower median of the trains; the larger of it and the delivery rates' max.
-    auto mid = trains.begin() + static_cast<std::ptrdiff_t>((trains.size() - 1) / 2);
-    std::nth_element(trains.begin(), mid, trains.end());
-    info.rate_bytes_per_s = std::max(info.rate_bytes_per_s, *mid);
+  // The trains' median; the larger of it and the delivery rates' max.
+  if (const uint64_t median = trains_median(key_prefix, now_s); median) {
+    info.rate_bytes_per_s = std::max(info.rate_bytes_per_s, median);
   } else if (require_trains_) {
     info.rate_bytes_per_s = 0;
   }

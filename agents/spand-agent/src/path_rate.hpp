@@ -36,6 +36,8 @@ struct PathInfo {
 // How long a prefix keeps its last trains' median when its window holds none (hold_trains_s).
 inline constexpr double kTrainHoldS = 300;
 
+inline constexpr uint64_t kTrainFallFactor = 2;
+
 class PathRates {
  public:
   // `window_s` is split into kBuckets slots; a reading leaves the window after window_s at most.
@@ -47,7 +49,15 @@ class PathRates {
   // One first-flight ACK train's rate. Trains are kept apart and their median is used, not the
   // max: ACKs that arrive in a clump (a receiver or a middlebox holding them, a stalled delay
   // line) make a train read many times the bottleneck, where a delivery rate only reads low.
+  // A train that reads under 1 / kTrainFallFactor of the trains' median so far is a fall of
+  // the path's rate (a slower path, or one now shared): the older trains and delivery rates
+  // are dropped and the median starts again from it, so the first windows after a change of path
+  // are not paced at the old path's rate for as long as its trains outnumber the new ones
+  // (pathchange.toml: 10 -> 2 Mbit/s, 22 of 25 transfers of the first 30 s retransmitted). A rise
+  // is believed only by the median (trains read high from ACKs released in a clump, low only from a
+  // slower bottleneck: a train ends at a delayed or late ACK).
   void observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_s, double now_s);
+  uint64_t falls() const { return falls_; }
   // One dump saw `senders` (> 0) of this host's connections starting toward the prefix.
   void observe_senders(const Prefix& key_prefix, uint32_t senders, double now_s);
   std::optional<PathInfo> get(const Prefix& key_prefix, double now_s) const;
@@ -83,6 +93,8 @@ class PathRates {
   };
   static constexpr size_t kMaxTrains = 32;
   int64_t index_of(double now_s) const { return static_cast<int64_t>(now_s / bucket_s_); }
+  // The lower median of the prefix's trains in the window (or of its held ones); 0: none.
+  uint64_t trains_median(const Prefix& key_prefix, double now_s) const;
   static constexpr uint32_t kMaxSenders = 64;  // counts above it are counted as 64
   struct SenderBucket {
     int64_t index = -1;                             // floor(now_s / share_bucket_s_) when written
@@ -97,6 +109,7 @@ class PathRates {
   std::map<Prefix, std::vector<std::pair<double, uint64_t>>> held_;
   std::map<Prefix, std::array<Bucket, kBuckets>> paths_;
   std::map<Prefix, std::array<SenderBucket, 2>> senders_;
+  uint64_t falls_ = 0;
 };
 
 }  // namespace spand::agent

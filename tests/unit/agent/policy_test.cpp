@@ -384,6 +384,32 @@ TEST(QueueWindow, AHandshakeThatWaitedInAStandingQueueGetsWhatTheBufferHasLeft) 
   EXPECT_EQ(spand_queue_window(21, 90'000, prop, room, 0, mss, 21, 10), 21u);
 }
 
+TEST(PathRates, AFallOfTheRateIsBelievedAtOnceARiseOnlyByTheMedian) {
+  PathRates r(30);
+  r.require_trains(true);
+  r.hold_trains_s(300);
+  const Prefix p = P("198.51.100.0/24");
+  r.observe(p, 1'000'000, 50'000, 1);  // a delivery rate of the old path
+  for (int t = 1; t <= 5; ++t) r.observe_train(p, 1'250'000, t);
+  EXPECT_EQ(r.get(p, 5)->rate_bytes_per_s, 1'250'000u);
+  // 60 % of the median: one reading among six, the median stands.
+  r.observe_train(p, 750'000, 6);
+  EXPECT_EQ(r.get(p, 6)->rate_bytes_per_s, 1'250'000u);
+  EXPECT_EQ(r.falls(), 0u);
+  // The path fell to 2 Mbit/s: under half the median, the older trains go.
+  r.observe_train(p, 250'000, 7);
+  EXPECT_EQ(r.get(p, 7)->rate_bytes_per_s, 250'000u);
+  EXPECT_EQ(r.falls(), 1u);
+  // A rise needs the median: one high train of two (lower median 250,000), then two of three.
+  r.observe_train(p, 1'250'000, 8);
+  EXPECT_EQ(r.get(p, 8)->rate_bytes_per_s, 250'000u);
+  r.observe_train(p, 1'250'000, 9);
+  EXPECT_EQ(r.get(p, 9)->rate_bytes_per_s, 1'250'000u);
+  // The held trains restarted with the fall too: after the window, the median of 7-9 s.
+  r.observe(p, 0, 50'000, 100);
+  EXPECT_EQ(r.get(p, 100)->rate_bytes_per_s, 1'250'000u);
+}
+
 TEST(PathRates, TheLargestSmoothedRttOverTheWindow) {
   PathRates r(60);
   const Prefix p = P("198.51.100.0/24");
