@@ -22,7 +22,9 @@ struct ControlOptions : EstimatesOptions {
   std::string grpc_tls_cert, grpc_tls_key, grpc_client_ca;
   std::string report_token_file;      // Report needs "authorization: Bearer <first line>"
   uint32_t report_rate_per_s = 1000;  // Report messages per second per client (0 = no limit)
-  uint32_t max_cwnd_opt = 512;        // cap on the cwnd_opt the service answers (0 = none)
+  // Distinct client addresses one Report caller may add per prefix and window (0 = no cap).
+  uint32_t report_max_clients = 8;
+  uint32_t max_cwnd_opt = 512;  // cap on the cwnd_opt the service answers (0 = none)
 };
 
 class ControlPlane {

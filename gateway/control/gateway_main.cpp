@@ -197,6 +197,11 @@ int main(int argc, char** argv) {
   cg->add_option("--redis-key-prefix", ctl.redis_key_prefix,
                  "First part of every Redis key: deployments sharing one Redis use one each "
                  "(the Cluster hash tag follows it)");
+  cg->add_option("--client-key-file", ctl.client_key_file,
+                 "Key of the client ids in the W_c client tables: a file whose first line is 32 "
+                 "hex digits, the same for every gateway and replica writing to one Redis "
+                 "(default: a public key, with which addresses can be chosen to win the tables' "
+                 "places)");
   cg->add_option("--flush-interval-ms", ctl.flush_interval_ms, "Flush accumulators this often")
       ->default_val(ctl.flush_interval_ms)
       ->check(CLI::Range(1u, 3'600'000u));
@@ -245,6 +250,11 @@ int main(int argc, char** argv) {
   cg->add_option("--report-rate", ctl.report_rate_per_s,
                  "Report messages per second per client (certificate or address); 0: no limit")
       ->default_val(ctl.report_rate_per_s);
+  cg->add_option("--report-max-clients", ctl.report_max_clients,
+                 "Distinct client addresses one Report caller may add to one prefix per window "
+                 "(--window-s); samples for more are rejected as too_many_clients (0: no cap)")
+      ->default_val(ctl.report_max_clients)
+      ->check(CLI::Range(0u, 65535u));
   cg->add_flag("--keep-serving", keep_serving,
                "After a --pcap replay, keep serving gRPC and metrics until SIGINT/SIGTERM");
 

@@ -64,6 +64,11 @@ int main(int argc, char** argv) {
   app.add_option("--redis-key-prefix", c.redis_key_prefix,
                  "First part of every Redis key: deployments sharing one Redis use one each "
                  "(the Cluster hash tag follows it)");
+  app.add_option("--client-key-file", c.client_key_file,
+                 "Key of the client ids in the W_c client tables: a file whose first line is 32 "
+                 "hex digits, the same for every gateway and replica writing to one Redis "
+                 "(default: a public key, with which addresses can be chosen to win the tables' "
+                 "places)");
   app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")
       ->capture_default_str()
       ->check(listen_address());
@@ -84,6 +89,11 @@ int main(int argc, char** argv) {
   app.add_option("--report-rate", c.report_rate_per_s,
                  "Report messages per second per client (certificate or address); 0: no limit")
       ->capture_default_str();
+  app.add_option("--report-max-clients", c.report_max_clients,
+                 "Distinct client addresses one Report caller may add to one prefix per window "
+                 "(--window-s); samples for more are rejected as too_many_clients (0: no cap)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 65535u));
   app.add_option("--window-s", c.window_s, "sliding window S, seconds")
       ->capture_default_str()
       ->check(CLI::Range(1u, 86400u));

@@ -175,6 +175,7 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   core_opts.min_clients = c.min_clients;
   core_opts.max_wc_cv = c.max_wc_cv;
   core_opts.report_rate_per_s = c.report_rate_per_s;
+  core_opts.report_max_clients_per_prefix = c.report_max_clients;
   core_opts.max_cwnd_opt = c.max_cwnd_opt;
   core_opts.window_s = c.window_s;
   core_opts.clock_skew_s = c.clock_skew_s;
@@ -185,7 +186,11 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   s->service_ = std::make_unique<EstimatesService>(*s->core_, *s->hub_, &s->metrics_);
 
   s->write_store_ = std::make_unique<RedisStore>(store_opts);
-  s->writer_ = std::make_unique<SampleWriter>(*s->write_store_, writer_options_from(c));
+  SampleWriterOptions writer_opts = writer_options_from(c);
+  if (!c.client_key_file.empty() &&
+      !read_client_key_file(c.client_key_file, writer_opts.client_key, error))
+    return nullptr;
+  s->writer_ = std::make_unique<SampleWriter>(*s->write_store_, writer_opts);
   ServiceStack* self = s.get();
   s->writer_->set_flush_observer([self](double latency_s, bool) {
     self->metrics_.observe_flush(latency_s);

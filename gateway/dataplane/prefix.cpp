@@ -43,17 +43,12 @@ size_t PrefixHash::operator()(const Prefix& p) const noexcept {
   return size_t(h ^ (h >> 31));
 }
 
-uint32_t client_id(const IpAddr& addr) {
-  uint64_t h = addr.word(0) * 0x9E3779B97F4A7C15ull ^ addr.word(1);
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  return uint32_t(h >> 32);
+uint32_t client_id(const IpAddr& addr, const SipKey& key) {
+  return uint32_t(siphash24(key, addr.bytes.data(), addr.bytes.size()) >> 32);
 }
 
-uint32_t client_bit(const IpAddr& addr) {
-  return client_id(addr) >> 27;  // 0..31
+uint32_t client_bit(const IpAddr& addr, const SipKey& key) {
+  return client_id(addr, key) >> 27;  // 0..31
 }
 
 void Accumulator::add_wc_client(uint32_t id, uint64_t count, uint64_t sum) {
@@ -94,10 +89,11 @@ double Accumulator::wc_client_median() const {
   return means[mid];
 }
 
-void Accumulator::add(const Sample& s) {
+void Accumulator::add(const Sample& s, const SipKey& key) {
   if (s.kind == SampleKind::kWc) {
-    wc_clients |= 1u << client_bit(s.client);
-    add_wc_client(client_id(s.client), 1, s.value);
+    const uint32_t id = client_id(s.client, key);
+    wc_clients |= 1u << (id >> 27);  // client_bit
+    add_wc_client(id, 1, s.value);
     ++wc_client_samples;
     ++wc_count;
     wc_sum += s.value;

@@ -11,6 +11,7 @@
 
 #include "dataplane/packet.hpp"
 #include "dataplane/sample.hpp"
+#include "dataplane/siphash.hpp"
 
 namespace spand {
 
@@ -59,6 +60,13 @@ uint32_t rtt_bin(uint32_t rtt_us);
 // The lowest RTT of a bin (0 for bin 0), in microseconds.
 uint32_t rtt_bin_low_us(uint32_t bin);
 
+// The key of client ids: SipHash-2-4 of the address's 16 bytes. Every writer into one Redis
+// (gateways, services taking Report) must use the same key, since the buckets' client tables
+// are merged by id (gateway/estimates/README.md, "Client ids"); readers need none. Deployments
+// set a secret one (--client-key-file): with the public key below, addresses whose ids are
+// small can be chosen offline to take the table's places.
+inline constexpr SipKey kPublicClientIdKey{0x5350414e44434c49ull, 0x454e542d49442d31ull};
+
 // W_c sums of one client address (client_id), for the robust W_c: the lower median of per-client
 // means (Accumulator::wc_client_median).
 struct WcClientSums {
@@ -99,7 +107,9 @@ struct Accumulator {
   uint64_t wc_client_overflow = 0;
   uint64_t wc_client_samples = 0;
 
-  void add(const Sample& s);
+  // A sample; a W_c sample's client goes into the table under its id with `key`.
+  void add(const Sample& s, const SipKey& key);
+  void add(const Sample& s) { add(s, kPublicClientIdKey); }
   void merge(const Accumulator& o);
   double wc_mean() const { return wc_count ? wc_sum / double(wc_count) : 0.0; }
   double wc_stddev() const;
@@ -132,11 +142,16 @@ struct Accumulator {
   }
 };
 
-// The bit of `addr` in Accumulator::wc_clients (a fixed mix of all 16 bytes, so every gateway
-// and replica agrees).
-uint32_t client_bit(const IpAddr& addr);
-// The id of `addr` in Accumulator::wc_client: 32 bits of the same mix (client_bit is its top 5).
-// Not a secret: it lets whoever reads Redis tell which hosts of a prefix gave samples.
-uint32_t client_id(const IpAddr& addr);
+// The id of `addr` in Accumulator::wc_client: the top 32 bits of its keyed hash.
+uint32_t client_id(const IpAddr& addr, const SipKey& key);
+// The bit of `addr` in Accumulator::wc_clients: the top 5 bits of its id.
+uint32_t client_bit(const IpAddr& addr, const SipKey& key);
+// The same under kPublicClientIdKey (replays without a key, tests).
+inline uint32_t client_id(const IpAddr& addr) {
+  return client_id(addr, kPublicClientIdKey);
+}
+inline uint32_t client_bit(const IpAddr& addr) {
+  return client_bit(addr, kPublicClientIdKey);
+}
 
 }  // namespace spand

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "dataplane/counters.hpp"
 #include "dataplane/tracker.hpp"
-#include "dataplane/worker.hpp"
 
 namespace spand {
 

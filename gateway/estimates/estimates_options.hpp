@@ -24,6 +24,9 @@ struct EstimatesOptions {
   std::vector<std::string> redis_cluster_seeds;  // host:port of cluster nodes; non-empty = cluster
   std::string redis_password_file;               // read the password from a file instead of the URL
   std::string redis_key_prefix = "spand";        // every key's first part (redis_schema.hpp)
+  // The key of client ids (first line: 32 hex digits), shared by every writer into one Redis;
+  // "" = the public key (estimates/README.md, "Client ids").
+  std::string client_key_file;
   uint32_t flush_interval_ms = 1000;
   uint32_t bucket_s = 10;
   uint32_t window_s = 300;

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <deque>
-#include <random>
 
 #include "estimates/key_slot.hpp"
+#include "estimates/reconnect_backoff.hpp"
 
 namespace spand {
 
@@ -13,8 +13,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-constexpr uint32_t kBackoffFirstMs = 100;
-constexpr uint32_t kBackoffMaxMs = 5000;
 // A batch follows at most this many rounds of redirections (MOVED, ASK, TRYAGAIN, NOSCRIPT).
 constexpr int kMaxRounds = 5;
 
@@ -23,14 +21,12 @@ struct Node {
   RedisEndpoint ep;
   RedisConn conn;
   bool ever_connected = false;
-  uint32_t failures = 0;
-  SteadyClock::time_point retry_at{};
+  ReconnectBackoff backoff;
 };
 
 class NodeConnector {
  public:
-  explicit NodeConnector(const RedisConnOptions& opts)
-      : opts_(opts), rng_(std::random_device{}()) {}
+  explicit NodeConnector(const RedisConnOptions& opts) : opts_(opts) {}
 
   void preload(const RedisScript* s) {
     if (std::find(scripts_.begin(), scripts_.end(), s) == scripts_.end()) scripts_.push_back(s);
@@ -40,11 +36,9 @@ class NodeConnector {
   bool ensure(Node& n, std::string& error) {
     if (n.conn.connected()) return true;
     auto now = SteadyClock::now();
-    if (n.failures > 0 && now < n.retry_at) {
-      auto wait_ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(n.retry_at - now).count();
-      error = "redis " + n.ep.to_string() + ": down, next reconnect in " + std::to_string(wait_ms) +
-              " ms";
+    if (!n.backoff.may_try(now)) {
+      error = "redis " + n.ep.to_string() + ": down, next reconnect in " +
+              std::to_string(n.backoff.wait_ms(now)) + " ms";
       return false;
     }
     if (!n.conn.connect(n.ep, opts_, error) || !load_scripts(n, error)) {
@@ -53,7 +47,7 @@ class NodeConnector {
     }
     if (n.ever_connected) ++reconnects_;
     n.ever_connected = true;
-    n.failures = 0;
+    n.backoff.succeeded();
     return true;
   }
 
@@ -77,10 +71,7 @@ class NodeConnector {
 
   void mark_failed(Node& n) {
     n.conn.close();
-    ++n.failures;
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    n.retry_at =
-        SteadyClock::now() + std::chrono::milliseconds(reconnect_backoff_ms(n.failures, u(rng_)));
+    n.backoff.failed(SteadyClock::now());
   }
 
   uint64_t reconnects() const { return reconnects_; }
@@ -89,7 +80,6 @@ class NodeConnector {
  private:
   RedisConnOptions opts_;
   std::vector<const RedisScript*> scripts_;
-  std::mt19937_64 rng_;
   uint64_t reconnects_ = 0;
 };
 
@@ -377,13 +367,6 @@ class ClusterExecutor final : public RedisExecutor {
 };
 
 }  // namespace
-
-uint32_t reconnect_backoff_ms(uint32_t failures, double rand01) {
-  uint64_t d = kBackoffFirstMs;
-  for (uint32_t i = 1; i < failures && d < kBackoffMaxMs; ++i) d *= 2;
-  d = std::min<uint64_t>(d, kBackoffMaxMs);
-  return uint32_t(d / 2 + uint64_t(double(d / 2) * std::clamp(rand01, 0.0, 1.0)));
-}
 
 std::unique_ptr<RedisExecutor> make_single_node_executor(const RedisEndpoint& ep,
                                                          const RedisConnOptions& opts) {

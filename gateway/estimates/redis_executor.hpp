@@ -31,10 +31,6 @@ struct RedisNodeStats {
   bool up = false;
 };
 
-// Reconnect backoff: 100 ms doubling to 5 s, with "equal jitter" (half fixed, half random) so
-// that many gateways do not reconnect in lockstep. `failures` >= 1, `rand01` in [0, 1).
-uint32_t reconnect_backoff_ms(uint32_t failures, double rand01);
-
 class RedisExecutor {
  public:
   virtual ~RedisExecutor() = default;

@@ -1,5 +1,8 @@
 #include "estimates/sample_writer.hpp"
 
+#include <charconv>
+#include <fstream>
+
 #include "estimates/redis_schema.hpp"
 
 namespace spand {
@@ -43,6 +46,35 @@ SampleWriterOptions writer_options_from(const EstimatesOptions& opts) {
   return w;
 }
 
+bool read_client_key_file(const std::string& path, SipKey& key, std::string& error) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) {
+    error = "--client-key-file " + path + ": cannot read it";
+    return false;
+  }
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t'))
+    line.pop_back();
+  uint8_t bytes[16];
+  bool ok = line.size() == 32;
+  for (size_t i = 0; ok && i < 16; ++i) {
+    const auto r = std::from_chars(line.data() + 2 * i, line.data() + 2 * i + 2, bytes[i], 16);
+    ok = r.ec == std::errc() && r.ptr == line.data() + 2 * i + 2;
+  }
+  if (!ok) {
+    error = "--client-key-file " + path +
+            ": the first line must be 32 hex digits (make one with "
+            "'od -An -tx1 -N16 /dev/urandom | tr -d \" \\n\"')";
+    return false;
+  }
+  key = SipKey{};
+  for (int i = 7; i >= 0; --i) {
+    key.k0 = (key.k0 << 8) | bytes[i];
+    key.k1 = (key.k1 << 8) | bytes[8 + i];
+  }
+  return true;
+}
+
 SampleWriter::SampleWriter(UpdateSink& sink, const SampleWriterOptions& opts)
     : sink_(sink), opts_(opts) {
   if (opts_.bucket_s == 0) opts_.bucket_s = 10;
@@ -80,7 +112,7 @@ bool SampleWriter::add(const Sample& s) {
       return false;
   }
   Key k{prefix_of(s.client, opts_.prefix), bucket_start_of(s.ts_ns, opts_.bucket_s), s.origin};
-  pending_[k].add(s);
+  pending_[k].add(s, opts_.client_key);
   samples_added_.fetch_add(1, std::memory_order_relaxed);
   return true;
 }

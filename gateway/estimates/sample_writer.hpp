@@ -27,6 +27,8 @@ struct SampleWriterOptions {
   uint32_t bucket_s = 10;
   uint32_t backlog_max_updates = 1'000'000;
   PrefixConfig prefix;
+  // Client ids of W_c samples (Accumulator::add): every writer into one Redis uses the same key.
+  SipKey client_key = kPublicClientIdKey;
   // false: tick() flushes inline on the caller's thread (tests); true: a flush thread does.
   bool background = true;
   // Admission (docs/redis-schema.md, "What the writer refuses"): a sample stamped more than
@@ -40,6 +42,11 @@ struct SampleWriterOptions {
 };
 
 SampleWriterOptions writer_options_from(const EstimatesOptions& opts);
+
+// The client id key from `path` (EstimatesOptions::client_key_file): its first line, 32 hex
+// digits (16 bytes, k0 from the first 8 in little-endian order). False with `error` naming the
+// file when it cannot be read or is not that.
+bool read_client_key_file(const std::string& path, SipKey& key, std::string& error);
 
 // Why add() refused a sample.
 enum class SampleReject : uint8_t { kNone = 0, kFuture, kWcBound, kRttBound };

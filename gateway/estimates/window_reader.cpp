@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "estimates/reconnect_backoff.hpp"
 #include "estimates/redis_conn.hpp"
 #include "estimates/redis_schema.hpp"
 #include "estimates/resp_window.hpp"
@@ -45,7 +46,7 @@ class SingleNodeWindowReader final : public WindowReader {
   RedisConn conn_;
   bool connected_once_ = false;
   uint64_t reconnects_ = 0;
-  std::chrono::steady_clock::time_point retry_at_{};
+  ReconnectBackoff backoff_;
   std::string last_error_;
   std::string out_;                      // the batch's commands, reused
   uint64_t fields_bucket_ = UINT64_MAX;  // bucket whose window fields_ encodes
@@ -55,16 +56,17 @@ class SingleNodeWindowReader final : public WindowReader {
 
 bool SingleNodeWindowReader::ensure_connected(std::string& error) {
   if (conn_.connected()) return true;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < retry_at_) {
+  const auto now = ReconnectBackoff::Clock::now();
+  if (!backoff_.may_try(now)) {
     error = last_error_;
     return false;
   }
   if (!conn_.connect(ep_, conn_opts_, error)) {
     last_error_ = error;
-    retry_at_ = now + std::chrono::milliseconds(kWindowReaderRetryMs);
+    backoff_.failed(now);
     return false;
   }
+  backoff_.succeeded();
   if (connected_once_) ++reconnects_;
   connected_once_ = true;
   return true;

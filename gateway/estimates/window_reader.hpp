@@ -21,15 +21,13 @@ class WindowReader {
  public:
   virtual ~WindowReader() = default;
   // Sets each read's acc, ok and error. A transport or protocol error fails the reads not yet
-  // answered; the next batch reconnects.
+  // answered; the next batch reconnects. While a node stays down, connection attempts follow
+  // ReconnectBackoff (100 ms doubling to 5 s) and reads in between fail at once with the last
+  // error.
   virtual void read(WindowRead* const* reads, size_t n) = 0;
   // Connections re-established after a failure (first connections are not counted).
   virtual uint64_t reconnects() const = 0;
 };
-
-// While a single node stays down, at most one connection attempt per this many milliseconds;
-// reads in between fail at once with the last error.
-inline constexpr uint32_t kWindowReaderRetryMs = 100;
 
 // The single-node reader when `opts.cluster_seeds` is empty, else the cluster one.
 std::unique_ptr<WindowReader> make_window_reader(const RedisStoreOptions& opts);

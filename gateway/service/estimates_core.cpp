@@ -308,6 +308,8 @@ const char* report_reject_name(ReportReject r) {
       return "rtt_bound";
     case ReportReject::kRateLimited:
       return "rate_limited";
+    case ReportReject::kTooManyClients:
+      return "too_many_clients";
     case ReportReject::kCount:
       break;
   }
@@ -328,6 +330,31 @@ bool EstimatesCore::take_report_token(const std::string& caller) {
   }
   if (b.tokens < 1) return false;
   b.tokens -= 1;
+  return true;
+}
+
+bool EstimatesCore::admit_client(const std::string& caller, const IpAddr& client, uint64_t now_ns) {
+  const uint32_t cap = opts_.report_max_clients_per_prefix;
+  if (caller.empty() || cap == 0) return true;
+  const uint64_t period = now_ns / (uint64_t(std::max(opts_.window_s, 1u)) * 1'000'000'000ULL);
+  const Prefix p = prefix_of(client, opts_.prefix);
+  std::lock_guard lock(clients_mu_);
+  if (caller_clients_.size() >= kMaxReportCallers && !caller_clients_.count(caller))
+    caller_clients_.clear();
+  CallerClients& c = caller_clients_[caller];
+  if (c.period != period) {  // a new window: every caller starts over
+    c.period = period;
+    c.by_prefix.clear();
+  }
+  auto it = c.by_prefix.find(p);
+  if (it == c.by_prefix.end()) {
+    if (c.by_prefix.size() >= kMaxReportPrefixesPerCaller) return false;
+    it = c.by_prefix.emplace(p, std::vector<IpAddr>{}).first;
+  }
+  std::vector<IpAddr>& seen = it->second;
+  if (std::find(seen.begin(), seen.end(), client) != seen.end()) return true;
+  if (seen.size() >= cap) return false;
+  seen.push_back(client);
   return true;
 }
 
@@ -375,6 +402,12 @@ bool EstimatesCore::report(const v1::ReportSample& msg, v1::ReportSummary& summa
   }
   if (msg.rtt_us() > opts_.max_rtt_us) {
     return reject_as(ReportReject::kRttBound, "rtt_us above " + std::to_string(opts_.max_rtt_us));
+  }
+  if (!admit_client(caller, client, now)) {
+    return reject_as(ReportReject::kTooManyClients,
+                     "this caller already reported " +
+                         std::to_string(opts_.report_max_clients_per_prefix) +
+                         " other client addresses of this prefix in this window");
   }
   Sample s;
   s.ts_ns = ts;

@@ -55,6 +55,12 @@ struct CoreOptions {
   // Per-client limit on Report messages (token bucket keyed by the caller: its address, or its
   // certificate's identity with mutual TLS): this many per second, bursts of twice that. 0 = off.
   uint32_t report_rate_per_s = 1000;
+  // Distinct client addresses one Report caller may add to one prefix per window (window_s
+  // periods of the service clock); samples for more are rejected as too_many_clients. A Report
+  // names its own client addresses, so without a cap one caller could give a prefix as many
+  // "clients" as the W_c median needs to be outvoted (estimates/README.md, "Client ids").
+  // 0 = no cap.
+  uint32_t report_max_clients_per_prefix = 8;
 };
 
 // Why a Report message was rejected (spand_report_rejected_total{reason}).
@@ -67,6 +73,7 @@ enum class ReportReject : uint8_t {
   kWcBound,
   kRttBound,
   kRateLimited,
+  kTooManyClients,
   kCount
 };
 const char* report_reject_name(ReportReject r);
@@ -231,6 +238,18 @@ class EstimatesCore {
   std::mutex rate_mu_;
   std::unordered_map<std::string, Bucket> rate_;
   bool take_report_token(const std::string& caller);
+  // The distinct-client cap: the clients each caller added per prefix in the current period
+  // (window_s of the service clock). Bounded: beyond kMaxReportCallers callers the table is
+  // emptied (as the rate table); a caller's prefixes beyond kMaxReportPrefixesPerCaller are
+  // refused.
+  static constexpr size_t kMaxReportPrefixesPerCaller = 100'000;
+  struct CallerClients {
+    uint64_t period = UINT64_MAX;
+    std::unordered_map<Prefix, std::vector<IpAddr>, PrefixHash> by_prefix;
+  };
+  std::mutex clients_mu_;
+  std::unordered_map<std::string, CallerClients> caller_clients_;
+  bool admit_client(const std::string& caller, const IpAddr& client, uint64_t now_ns);
 };
 
 }  // namespace spand

@@ -204,9 +204,9 @@ Metrics::Metrics()
                          .Name("spand_report_rejected_total")
                          .Help("Report messages rejected, by reason")
                          .Register(r);
-  static constexpr const char* kReportReasons[8] = {"bad_client", "no_value",    "no_clock",
-                                                    "future",     "too_old",     "wc_bound",
-                                                    "rtt_bound",  "rate_limited"};
+  static constexpr const char* kReportReasons[9] = {
+      "bad_client", "no_value",  "no_clock",     "future",          "too_old",
+      "wc_bound",   "rtt_bound", "rate_limited", "too_many_clients"};
   for (size_t i = 0; i < report_rejected_.size(); ++i)
     report_rejected_[i] = &report_rej.Add({{"reason", kReportReasons[i]}});
   rpc_family_ = &BuildCounter()

@@ -50,7 +50,7 @@ struct WriterTotals {
   uint64_t store_clock_ns =
       0;  // the service's "now": capture time (gateway), store clock (replica)
   // Report messages rejected, by ReportReject (estimates_core.hpp) order.
-  std::array<uint64_t, 8> report_rejected{};
+  std::array<uint64_t, 9> report_rejected{};
   // Answers by how their W_c was made (EstimatesCore::wc_by_median and friends).
   uint64_t wc_by_median = 0;
   uint64_t wc_by_mean = 0;
@@ -135,7 +135,7 @@ class Metrics {
   prometheus::Counter* wc_by_mean_;
   prometheus::Counter* wc_left_out_;
   prometheus::Gauge* store_clock_;
-  std::array<prometheus::Counter*, 8> report_rejected_{};
+  std::array<prometheus::Counter*, 9> report_rejected_{};
   prometheus::Family<prometheus::Counter>* rpc_family_;
   std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>,
              static_cast<size_t>(RpcMethod::kCount)>

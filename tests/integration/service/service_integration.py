@@ -43,7 +43,8 @@ MIN_CLIENTS = 1
 
 
 def client_bit(addr):
-    """gateway/dataplane/prefix.cpp client_bit(): the address's bit in the W_c clients mask."""
+    """The address's bit in the W_c clients mask under the old public mix (before keyed ids):
+    only its popcount matters here (one client per prefix), which any mix gives."""
     import ipaddress
     ip = ipaddress.ip_address(addr)
     raw = (ipaddress.IPv6Address("::ffff:" + addr).packed if ip.version == 4 else ip.packed)

@@ -80,6 +80,11 @@ def test_bad_option_exits_2(name, bad):
     ("spand-gateway", ["--pcap", PCAP, "--redis", "redis://127.0.0.1:1",
                        "--redis-key-prefix", ""]),
     ("spand-agent", ["--prefix-len-v4", "33", "-f", "/dev/null", "-p", "80:1000"]),
+    # The client id key: a missing file, and a first line that is not 32 hex digits.
+    ("spand-gateway", ["--pcap", PCAP, "--redis", "redis://127.0.0.1:1",
+                       "--client-key-file", "/nonexistent/client.key"]),
+    ("spand-estimates", ["--redis", "redis://127.0.0.1:1", "--client-key-file",
+                         os.path.join(ROOT, "README.md")]),
 ])
 def test_bad_values_exit_2(name, args):
     r = run(binary(name), *args)

@@ -47,18 +47,5 @@ TEST(RedisReply, ErrorCodes) {
   EXPECT_TRUE(r.error_is("NOSCRIPT"));
 }
 
-TEST(Backoff, DoublesFrom100msTo5sWithJitter) {
-  // Equal jitter: between half and all of 100 ms * 2^(failures-1), capped at 5 s.
-  const uint32_t full[] = {100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000};
-  for (uint32_t f = 1; f <= 9; ++f) {
-    EXPECT_EQ(reconnect_backoff_ms(f, 0.0), full[f - 1] / 2) << f;
-    EXPECT_EQ(reconnect_backoff_ms(f, 1.0), full[f - 1]) << f;
-    uint32_t mid = reconnect_backoff_ms(f, 0.5);
-    EXPECT_GT(mid, full[f - 1] / 2);
-    EXPECT_LT(mid, full[f - 1]);
-  }
-  EXPECT_EQ(reconnect_backoff_ms(100, 1.0), 5000u);
-}
-
 }  // namespace
 }  // namespace spand

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 
 namespace spand {
@@ -115,6 +116,48 @@ TEST(SampleWriter, AccumulatesPerPrefixBucketAndOriginByCaptureTime) {
   EXPECT_EQ(s.updates_written_total, 4u);
   EXPECT_EQ(s.backlog_updates, 0u);
   EXPECT_EQ(s.redis_reconnects_total, 7u);
+}
+
+// The writer files W_c samples under client ids of its key (--client-key-file): the same address
+// gets another id under another key, and the key file's 32 hex digits are the key's 16 bytes.
+TEST(SampleWriter, ClientIdsUseTheWritersKey) {
+  const std::string path = testing::TempDir() + "client_key_test";
+  auto write_file = [&](const std::string& text) {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  };
+  write_file("000102030405060708090a0b0c0d0e0f\n");
+  SipKey key;
+  std::string error;
+  ASSERT_TRUE(read_client_key_file(path, key, error)) << error;
+  EXPECT_EQ(key.k0, 0x0706050403020100ull);  // SipHash's key bytes, little-endian words
+  EXPECT_EQ(key.k1, 0x0f0e0d0c0b0a0908ull);
+  for (const char* bad : {"", "0001", "000102030405060708090a0b0c0d0e0fff",
+                          "000102030405060708090a0b0c0d0e0g", "00 01 02 03 04 05 06 07 08 09"}) {
+    write_file(bad);
+    EXPECT_FALSE(read_client_key_file(path, key, error)) << bad;
+    EXPECT_NE(error.find("--client-key-file"), std::string::npos) << error;
+  }
+  EXPECT_FALSE(read_client_key_file(path + ".missing", key, error));
+  std::remove(path.c_str());
+
+  const SipKey k1{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull}, k2{1, 2};
+  for (const SipKey& k : {k1, k2}) {
+    FakeSink sink;
+    SampleWriterOptions o = sync_opts();
+    o.client_key = k;
+    SampleWriter w(sink, o);
+    w.tick(0, Wall::time_point{});
+    w.add(make(SampleKind::kWc, "198.51.100.1", 10, 101 * kSec));
+    w.tick(500 * kSec, Wall::time_point{} + std::chrono::seconds(1));
+    ASSERT_EQ(sink.written.size(), 1u);
+    const Accumulator& a = sink.written[0].update.acc;
+    ASSERT_EQ(a.wc_client_n, 1u);
+    EXPECT_EQ(a.wc_client[0].id, client_id(v4("198.51.100.1"), k));
+  }
+  EXPECT_NE(client_id(v4("198.51.100.1"), k1), client_id(v4("198.51.100.1"), k2));
 }
 
 // Admission: a sample stamped more than clock_skew_s beyond the wall clock, a W_c above 65535

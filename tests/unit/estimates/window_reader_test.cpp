@@ -9,6 +9,7 @@
 
 #include <chrono>
 
+#include "estimates/reconnect_backoff.hpp"
 #include "fake_redis.hpp"
 
 namespace spand {
@@ -152,7 +153,9 @@ TEST_F(WindowReaderTest, RefusedConnectionFailsFastUntilTheRetryTime) {
   rd->read(ptrs.data(), ptrs.size());
   EXPECT_FALSE(ops[0].ok);
   EXPECT_NE(ops[0].error.find("refused"), std::string::npos) << ops[0].error;
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(kWindowReaderRetryMs));
+  // No second connection attempt inside the first backoff (at least half of its 100 ms).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0,
+            std::chrono::milliseconds(ReconnectBackoff::kFirstMs / 2));
   ::close(fd);
 }
 

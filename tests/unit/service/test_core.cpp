@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "fakes.hpp"
 #include "service/estimates_core.hpp"
@@ -348,6 +349,50 @@ TEST_F(CoreTest, ReportIsRateLimitedPerCaller) {
   for (int i = 0; i < 10; ++i) ok += core.report(m, summary, "ipv4:10.0.0.5");
   EXPECT_EQ(ok, 5);
   for (int i = 0; i < 100; ++i) EXPECT_TRUE(core.report(m, summary));
+}
+
+// A Report names its own client addresses (issue 12): one caller may add at most
+// report_max_clients_per_prefix distinct clients to one prefix per window, so it cannot give a
+// prefix the clients needed to outvote the W_c median. Clients already admitted keep reporting;
+// other prefixes, other callers and the next window are not affected.
+TEST_F(CoreTest, ReportCapsTheDistinctClientsOneCallerAddsPerPrefixAndWindow) {
+  opts.report_rate_per_s = 0;
+  opts.report_max_clients_per_prefix = 4;
+  opts.window_s = 300;
+  EstimatesCore core = make();
+  v1::ReportSummary summary;
+  auto report = [&](const std::string& addr, const std::string& caller) {
+    v1::ReportSample m;
+    m.set_client_address(addr);
+    m.set_wc_segments(1);
+    return core.report(m, summary, caller);
+  };
+  int ok = 0;
+  for (int h = 1; h <= 20; ++h) ok += report("198.51.100." + std::to_string(h), "cert:forger");
+  EXPECT_EQ(ok, 4);
+  EXPECT_EQ(core.report_rejected(ReportReject::kTooManyClients), 16u);
+  EXPECT_NE(summary.first_error().find("client addresses of this prefix"), std::string::npos)
+      << summary.first_error();
+  EXPECT_TRUE(report("198.51.100.3", "cert:forger"));    // admitted before: still accepted
+  EXPECT_FALSE(report("198.51.100.99", "cert:forger"));  // a fifth one: refused
+  EXPECT_TRUE(report("203.0.113.5", "cert:forger"));     // another prefix
+  EXPECT_TRUE(report("198.51.100.99", "cert:agent"));    // another caller
+  EXPECT_TRUE(report("198.51.100.99", ""));              // in-process: no cap
+  std::set<std::string> clients;
+  for (const Sample& s : sink.samples) clients.insert(addr_to_string(s.client));
+  EXPECT_EQ(clients.count("198.51.100.5"), 0u);  // refused samples never reach the writer
+  clock.set(clock.now_ns() + 300 * kSecondNs);   // the next window
+  EXPECT_TRUE(report("198.51.100.99", "cert:forger"));
+  EXPECT_EQ(core.report_rejected(ReportReject::kTooManyClients), 17u);
+
+  opts.report_max_clients_per_prefix = 0;  // off
+  EstimatesCore open = make();
+  v1::ReportSample m;
+  m.set_wc_segments(1);
+  for (int h = 1; h <= 20; ++h) {
+    m.set_client_address("198.51.100." + std::to_string(h));
+    EXPECT_TRUE(open.report(m, summary, "cert:forger"));
+  }
 }
 
 TEST_F(CoreTest, StoreFailureIsUnavailable) {
