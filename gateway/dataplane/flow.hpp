@@ -182,6 +182,9 @@ struct HalfFlow {
   // tracker_loss.cpp): the flight is not made of segments the monitor saw, so this direction
   // gives no W_c sample.
   uint8_t seq_jump : 1 = 0;
+  // A gap of the LossState may be open (set with each gap, cleared when ACKs closed them all):
+  // an ACK reads the LossState only then, not on every ACK after the direction's first loss.
+  uint8_t gaps_open : 1 = 0;
 };
 static_assert(sizeof(HalfFlow) == 128);
 

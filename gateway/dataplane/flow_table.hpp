@@ -100,6 +100,7 @@ class FlowTable {
     Flow* f = &pool_.at(index);
     f->key = key;
     ++size_;
+    pool_.prefetch_next_for_write();  // for the next insert
     return f;
   }
 

@@ -16,4 +16,15 @@ inline void prefetch_line(const void* p) {
 #endif
 }
 
+// The same, for a line about to be written: fetched in a state that lets the store commit at once.
+inline void prefetch_line_for_write(const void* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#elif defined(__aarch64__)
+  asm volatile("prfm pstl1keep, %0" : : "Q"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
 }  // namespace spand

@@ -9,6 +9,7 @@
 #include <memory>
 #include <type_traits>
 
+#include "dataplane/prefetch.hpp"
 #include "dataplane/table_memory.hpp"
 
 namespace spand {
@@ -28,14 +29,32 @@ class SpscRing {
                Unmap{(mask_ + 1) * sizeof(T)}) {}
 
   bool push(const T& v) {
-    const size_t head = head_.load(std::memory_order_relaxed);
+    if (!push_unpublished(v)) return false;
+    publish();
+    return true;
+  }
+
+  // Producer side, for a burst of values: push_unpublished() writes a value that the consumer
+  // does not see until publish(). One store to the shared index per burst rather than one per
+  // value: the consumer's core polls that index, so each store takes its line back from there.
+  bool push_unpublished(const T& v) {
+    const size_t head = pending_head_;
     if (head - tail_cache_ > mask_) {
       tail_cache_ = tail_.load(std::memory_order_acquire);
       if (head - tail_cache_ > mask_) return false;
     }
     slots_[head & mask_] = v;
-    head_.store(head + 1, std::memory_order_release);
+    pending_head_ = head + 1;
+    // The slot written kWriteAhead values from now: its line was last read by the consumer's
+    // core, and a store to it would wait for that line in the store buffer.
+    prefetch_line_for_write(&slots_[(head + kWriteAhead) & mask_]);
     return true;
+  }
+  void publish() {
+    if (pending_head_ != published_head_) {
+      published_head_ = pending_head_;
+      head_.store(pending_head_, std::memory_order_release);
+    }
   }
 
   bool pop(T& out) {
@@ -52,8 +71,7 @@ class SpscRing {
   size_t capacity() const { return mask_ + 1; }
   // Producer side: slots free now (at least this many pushes will succeed).
   size_t room() const {
-    return mask_ + 1 -
-           (head_.load(std::memory_order_relaxed) - tail_.load(std::memory_order_acquire));
+    return mask_ + 1 - (pending_head_ - tail_.load(std::memory_order_acquire));
   }
 
  private:
@@ -62,10 +80,15 @@ class SpscRing {
     while (p < n) p <<= 1;
     return p;
   }
+  static constexpr size_t kWriteAhead = 8;
   const size_t mask_;
   std::unique_ptr<T[], Unmap> slots_;
   alignas(64) std::atomic<size_t> head_{0};
-  size_t tail_cache_ = 0;  // producer's last view of tail
+  // The producer's own line: its last view of tail, and the values written (pending) and made
+  // visible (published) so far.
+  alignas(64) size_t tail_cache_ = 0;
+  size_t pending_head_ = 0;
+  size_t published_head_ = 0;
   alignas(64) std::atomic<size_t> tail_{0};
 };
 

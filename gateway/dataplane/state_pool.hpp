@@ -45,6 +45,21 @@ class StatePool {
     return i;
   }
   void give_back(uint32_t index) { free_[free_count_++] = index; }
+  // Starts loading, for writing, the lines of the state the next take() returns (unless one is
+  // given back meanwhile, which is in cache): take() zeroes the whole state, and stores to lines
+  // not in cache fill the store buffer and stop the core.
+  void prefetch_next_for_write() const {
+    uint32_t i;
+    if (free_count_ > 0) {
+      i = free_[free_count_ - 1];
+    } else if (fresh_ < capacity_) {
+      i = fresh_ + 1;
+    } else {
+      return;
+    }
+    const char* line = reinterpret_cast<const char*>(&states_[i - 1]);
+    for (size_t off = 0; off < sizeof(T); off += 64) prefetch_line_for_write(line + off);
+  }
   T& at(uint32_t index) { return states_[index - 1]; }
   const T& at(uint32_t index) const { return states_[index - 1]; }
   uint32_t index_of(const T& state) const { return uint32_t(&state - states_.get()) + 1; }

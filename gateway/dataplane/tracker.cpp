@@ -95,7 +95,8 @@ inline void count_bytes(HalfFlow& h, uint32_t seq, uint32_t len, uint16_t sig, u
 }  // namespace
 
 void Emitter::sample(const Sample& s) {
-  if (!samples->push(s)) {
+  // Made visible to the control side once per burst (Worker::publish_samples()).
+  if (!samples->push_unpublished(s)) {
     ++counters->ring_full_samples;
     return;
   }

@@ -20,8 +20,9 @@ int find_hole(const LossState* l, uint32_t seq) {
   return -1;
 }
 
-// Remembers a gap; with no free slot the lowest (oldest) gap gives way.
-void add_hole(LossState& l, uint32_t lo, uint32_t hi) {
+// Remembers a gap of sender h; with no free slot the lowest (oldest) gap gives way.
+void add_hole(HalfFlow& h, LossState& l, uint32_t lo, uint32_t hi) {
+  h.gaps_open = 1;
   int slot = 0;
   for (int i = 0; i < LossState::kHoles; ++i) {
     if (l.hole_lo[i] == l.hole_hi[i]) {
@@ -58,7 +59,7 @@ void Tracker::note_gap(Flow& f, Dir d, uint32_t seq) {
     if (!h.seq_jump) ++emit_.counters->seq_jumps;
     h.seq_jump = 1;
   }
-  add_hole(loss(h), h.snd_max, seq);
+  add_hole(h, loss(h), h.snd_max, seq);
 }
 
 // A segment that starts below snd_max and is no capture copy.
@@ -70,7 +71,7 @@ void Tracker::on_old_data(Flow& f, Dir d, const Segment& s, uint32_t now_us) {
     LossState& l = loss(h);
     bump(l.reordered);
     l.repeat_bytes += len - ((seq_lt(pend, h.isn) ? pend : h.isn) - seq);
-    if (seq_lt(end, h.isn)) add_hole(l, end, h.isn);
+    if (seq_lt(end, h.isn)) add_hole(h, l, end, h.isn);
     h.isn = seq;
   } else if (const int i = find_hole(loss_if_any(h), seq); i >= 0) {
     // Fills a gap: first sight of these bytes at the monitor (reordering, or upstream loss).
@@ -83,7 +84,7 @@ void Tracker::on_old_data(Flow& f, Dir d, const Segment& s, uint32_t now_us) {
       l.hole_lo[i] = seq_lt(end, hi) ? end : hi;
     } else {
       l.hole_hi[i] = seq;
-      if (seq_lt(end, hi)) add_hole(l, end, hi);  // the part above the segment, if room
+      if (seq_lt(end, hi)) add_hole(h, l, end, hi);  // the part above the segment, if room
     }
   } else {
     // A retransmission.

@@ -36,10 +36,14 @@ inline bool Tracker::on_sack_blocks(HalfFlow& h, const ParsedPacket& p) {
 }
 
 inline void Tracker::forget_acked_gaps(HalfFlow& h, uint32_t ack) {
+  if (!h.gaps_open) return;
   if (LossState* l = loss_if_any(h)) {
+    bool open = false;
     for (int i = 0; i < LossState::kHoles; ++i) {
       if (seq_ge(ack, l->hole_hi[i])) l->hole_lo[i] = l->hole_hi[i];  // acked: gap is history
+      open = open || l->hole_lo[i] != l->hole_hi[i];
     }
+    h.gaps_open = open;
   }
 }
 

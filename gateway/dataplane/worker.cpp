@@ -97,6 +97,7 @@ void Worker::handle_packet(const ParsedPacket& p) {
   bool src_is_lo = false;
   const FlowKey key = make_key(p, src_is_lo);
   track(p, key, hash_key(key, hash_secret_), src_is_lo);
+  publish_samples();
 }
 
 void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
@@ -126,6 +127,7 @@ void Worker::flush_staged() {
     track(st.pkt, st.key, st.hash, st.src_is_lo);
   }
   staged_count_ = 0;
+  publish_samples();
 }
 
 void Worker::prepare(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
@@ -158,6 +160,7 @@ void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
     const Prepared& p = frames[i];
     if (p.drop == Drop::kNone) track(p.pkt, p.key, p.hash, p.src_is_lo);
   }
+  publish_samples();
 }
 
 void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
@@ -250,6 +253,7 @@ void Worker::advance_time(uint64_t now_ns) {
     sweep_expired(uint32_t(due));
   }
   counters_.active_flows = table_->size();
+  publish_samples();
 }
 
 bool Worker::finish_some(uint32_t max_flows) {
@@ -262,6 +266,7 @@ bool Worker::finish_some(uint32_t max_flows) {
     ++counters_.flows_closed;
   });
   counters_.active_flows = left;
+  publish_samples();
   return left > 0;
 }
 

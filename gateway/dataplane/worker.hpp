@@ -151,6 +151,9 @@ class Worker {
   uint64_t now_ns_ = 0;    // newest capture time seen: the worker's clock
   uint64_t swept_ns_ = 0;  // source time of the last advance_time() sweep
   void sweep_expired(uint32_t budget);
+  // The samples the tracker wrote since the last call become visible to the control side: at
+  // the end of every entry point that tracks packets or closes flows.
+  void publish_samples() { samples_->publish(); }
 
   void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo);
   bool expired(const Flow& f) const;
