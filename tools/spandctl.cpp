@@ -33,7 +33,7 @@ constexpr const char* kDefaultServer = "127.0.0.1:50051";
 constexpr uint64_t kMaxTimeoutMs = 86'400'000;
 
 const char* const kHelp =
-    "usage: spandctl [--server HOST:PORT] [--json] [--timeout-ms MS] [--tls-ca FILE ...]\n"
+    "Usage: spandctl [--server HOST:PORT] [--json] [--timeout-ms MS] [--tls-ca FILE ...]\n"
     "                <command> [args]\n"
     "\n"
     "commands:\n"

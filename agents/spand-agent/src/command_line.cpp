@@ -17,8 +17,8 @@ namespace spand::agent {
 void usage(std::FILE* out) {
   std::fprintf(
       out,
-      "usage: spand-agent [options]\n"
-      "  -c, --config FILE          TOML configuration (see deploy/config/agent.toml)\n"
+      "Usage: spand-agent [options]\n"
+      "  -c, --config FILE          TOML configuration (installed example: /etc/spand/agent.toml)\n"
       "  -s, --server HOST:PORT     spand.v1 estimate service\n"
       "      --tls-ca FILE          TLS to the service: the CA (PEM) of its certificate\n"
       "      --tls-cert FILE        mutual TLS: this agent's certificate (PEM), with --tls-key\n"
