@@ -368,6 +368,17 @@ static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* s
 
 /* Applies a policy at establishment or before the first data. Copies what is needed on the
  * stack first: map values may be replaced by the agent meanwhile. */
+/* The socket is left to the kernel: its own initial window (the policy's floor), slow start,
+ * no pacing, no clamp (rule 11's queue_left and a share at or under the kernel's window). */
+static __always_inline void leave_to_kernel(const struct spand_policy* p, __u32* iw, __u64* rate,
+                                            __u32* thresh, __u32* cwnd, __u32* flags) {
+  *iw = p->min_cwnd_segments ? p->min_cwnd_segments : 1;
+  *rate = 0;
+  *thresh = 0;
+  *cwnd = 0;
+  *flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
+}
+
 static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struct spand_policy* p) {
   __u32 iw = p->init_cwnd_segments;
   __u32 thresh = p->ssthresh_segments;
@@ -399,11 +410,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
                                    p->min_gain_segments, p->min_cwnd_segments);
     if (fit == 0) {
       count(SPAND_STAT_QUEUE_LEFT);
-      iw = p->min_cwnd_segments ? p->min_cwnd_segments : 1;
-      rate = 0;
-      thresh = 0;
-      cwnd = 0;
-      flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
+      leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
     } else if (fit < iw) {
       count(SPAND_STAT_QUEUE_CUT);
       iw = fit;
@@ -427,13 +434,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       rate /= share;
       thresh /= share;
       cwnd /= share;
-      if (iw <= p->min_cwnd_segments) {
-        iw = p->min_cwnd_segments ? p->min_cwnd_segments : 1;
-        rate = 0;
-        thresh = 0;
-        cwnd = 0;
-        flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
-      }
+      if (iw <= p->min_cwnd_segments) leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
     }
   }
   /* A larger cwnd only raises the kernel's pacing rate (ratio x cwnd / srtt) toward `rate`:
