@@ -68,6 +68,9 @@ ARMS = {
     'reno': (NS_SRV, CG_PLAIN, 8005, 'reno', False),
     'reno-ssr': (NS_SRV, CG_PLAIN, 8003, 'reno', True),     # persistent, slow start after idle
     'reno-nossr': (NS_SRV2, None, 8004, 'reno', True),      # persistent, cwnd kept over idle
+    # Scalable TCP (Kelly 2003) as the agent's BPF congestion control, for every transfer of
+    # the arm (IW10, slow start): the agent registers it (its [agent] scalable = true).
+    'scalable': (NS_SRV, CG_PLAIN, 8006, 'spand_scalable', False),
     'spand': (NS_SRV, CG_SPAND, None, 'cubic', False),     # port per size: PORT_SPAND0 + index
 }
 
@@ -352,12 +355,16 @@ def start_services(cfg, build, out, t0):
         argv += ['-P', f'{net}.0/24']
     if agent_cfg.get('pace_htb', True):
         argv += ['--pace-device', 's0']
-    if agent_cfg.get('policy'):
-        # [agent.policy]: the agent's [policy] table (deploy/config/agent.toml), as a file.
+    scalable = 'scalable' in cfg['traffic']['arms']
+    if agent_cfg.get('policy') or scalable:
+        # [agent.policy]: the agent's [policy] table (deploy/config/agent.toml), as a file; the
+        # scalable arm needs the agent to register spand_scalable ([agent] scalable).
         path = os.path.join(out, 'agent.toml')
         with open(path, 'w') as f:
+            if scalable:
+                f.write('[agent]\nscalable = true\n')
             f.write('[policy]\n')
-            for k, v in agent_cfg['policy'].items():
+            for k, v in agent_cfg.get('policy', {}).items():
                 f.write(f'{k} = {json.dumps(v)}\n')
         argv += ['--config', path]
     argv += [str(x) for x in agent_cfg.get('extra_args', [])]
@@ -493,7 +500,9 @@ def warmup_rounds(cfg, rng, n):
     # Both the default arm and the spand arm: before the agent applies anything the spand arm is
     # default TCP too, and its connections are the ones the agent's program sees (its cgroup),
     # so they give the agent its own path readings (ACK trains, delivery rate).
-    sizes = cfg['traffic']['sizes']
+    # Transfers of 100 KB at most: the warm-up fills the estimate window, and eight 1 MB
+    # transfers on Scenario 3's path (10-18 s each) outlast the client's 120 s.
+    sizes = [s for s in cfg['traffic']['sizes'] if s <= 100000] or [100000]
     arms = ['default', 'spand'] if 'spand' in cfg['traffic']['arms'] else ['default']
     return [{'round': -1, 'phase': 'warmup', 'idle_s': round(rng.uniform(0.1, 0.3), 3),
              'slots': [slot(cfg, rng, rng.choice(arms), rng.choice(sizes), rng.choice(CLIENTS),
@@ -757,6 +766,8 @@ def warm_up(cfg, out, agent, rng, max_s, t_first, build):
         if have == want:
             done = True
             break
+        if 'spand' not in cfg['traffic']['arms']:
+            break               # no arm waits for the agent: one warm-up pass is enough
     lines = applied_lines(agent, t_first)
     first = {}
     for l in lines:
