@@ -3,7 +3,7 @@
 11.6, pinned in requirements.txt). Writes one JSON file per dashboard beside this script:
 
   spand-capture.json         capture health: frames, bytes, drops by reason, loss before the gateway
-  spand-reconstruction.json  connections, samples by kind, unsound W_c by reason, small windows
+  spand-reconstruction.json  connections, samples by kind, unsound W_c by reason
   spand-store.json           Redis flushes, backlog, errors, rejected samples, the store's clock
   spand-service.json         gRPC rate and latency by method and code, verdicts, Report
   spand-agents.json          applied / skipped by reason, kernel state, program events
@@ -92,7 +92,8 @@ def small_windows_panel(rate):
     of a fast retransmit (per prefix: spandctl get, FLOWS NEVER4% LOSSES RTO%)."""
     return series("Flows that never reached 4 segments",
                   "Finished connections whose server sent data and whose flight never reached 4 "
-                  "segments (a loss can then only be recovered by timeout), as a share of all "
+                  "segments (too few for the 3 duplicate ACKs of a fast retransmit: their losses "
+                  "mostly wait for a timeout), as a share of all "
                   "such connections; per prefix: spandctl get", "percentunit",
                   q('sum by (instance) (rate(spand_server_flows_total{{S},flight="below_4"}%s)) / '
                     "sum by (instance) (rate(spand_server_flows_total{{S}}%s))" % (rate, rate),
@@ -137,10 +138,10 @@ def dashboards():
                    q("sum(rate(spand_connections_evicted_total{{S}}%s))" % rate, "evicted")),
             series("Samples by kind", "W_c and RTT samples taken from capture", "ops",
                    q("sum by (kind) (rate(spand_samples_total{{S}}%s))" % rate, "{{kind}}")),
+            small_windows_panel(rate),
             series("Unsound W_c by reason", "W_c samples not taken: seq_jump, pickup, evicted",
                    "ops", q("sum by (reason) (rate(spand_wc_unsound_total{{S}}%s))" % rate,
                             "{{reason}}")),
-            small_windows_panel(rate),
         ])
     out["spand-store"] = board(
         "spand-store", "spand / estimate store (Redis)",
