@@ -160,6 +160,14 @@ json estimate_json(const v1::Estimate& e) {
             {"verdict", v1::Verdict_Name(e.verdict())}};
   if (e.has_cwnd_opt()) j["cwnd_opt"] = e.cwnd_opt();
   if (e.has_pacing_rate_bps()) j["pacing_rate_bps"] = e.pacing_rate_bps();
+  // The loss figures, present together (docs/api.md, "Loss figures"); timeout_pct needs a loss.
+  if (e.has_flows()) {
+    j["flows"] = e.flows();
+    j["never4_pct"] = e.never4_pct();
+    j["loss_events_fast"] = e.loss_events_fast();
+    j["loss_events_timeout"] = e.loss_events_timeout();
+  }
+  if (e.has_timeout_pct()) j["timeout_pct"] = e.timeout_pct();
   return j;
 }
 
@@ -168,7 +176,20 @@ void print_table_header(bool with_cwnd, const char* first = nullptr) {
   std::printf("%-22s %8s %8s %8s %9s %9s %8s %-12s", "PREFIX", "SAMPLES", "WC", "STDDEV", "RTT_MS",
               "MIN_RTT", "AGE_S", "VERDICT");
   if (with_cwnd) std::printf(" %8s %14s", "CWND_OPT", "PACING_BPS");
-  std::printf("\n");
+  std::printf(" %7s %7s %7s %7s\n", "FLOWS", "NEVER4%", "LOSSES", "RTO%");
+}
+
+// The loss figures' columns: '-' where the reply has none.
+void print_loss_cells(const v1::Estimate& e) {
+  char flows[24] = "-", never4[24] = "-", losses[24] = "-", rto[24] = "-";
+  if (e.has_flows()) {
+    std::snprintf(flows, sizeof flows, "%llu", (unsigned long long)e.flows());
+    std::snprintf(never4, sizeof never4, "%.1f", e.never4_pct());
+    std::snprintf(losses, sizeof losses, "%llu",
+                  (unsigned long long)(e.loss_events_fast() + e.loss_events_timeout()));
+  }
+  if (e.has_timeout_pct()) std::snprintf(rto, sizeof rto, "%.1f", e.timeout_pct());
+  std::printf(" %7s %7s %7s %7s", flows, never4, losses, rto);
 }
 
 void print_table_row(const v1::Estimate& e, bool with_cwnd, const char* first = nullptr) {
@@ -179,6 +200,7 @@ void print_table_row(const v1::Estimate& e, bool with_cwnd, const char* first = 
   if (with_cwnd) {
     std::printf(" %8u %14llu", e.cwnd_opt(), (unsigned long long)e.pacing_rate_bps());
   }
+  print_loss_cells(e);
   std::printf("\n");
 }
 

@@ -86,6 +86,20 @@ def board(uid, title, desc, job_metric, panels):
     return d.build()
 
 
+def small_windows_panel(rate):
+    """TCP Smart Framing's case (docs/api.md, "Loss figures"): the share of finished
+    connections whose server's flight never reached 4 segments, too few for the 3 duplicate ACKs
+    of a fast retransmit (per prefix: spandctl get, FLOWS NEVER4% LOSSES RTO%)."""
+    return series("Flows that never reached 4 segments",
+                  "Finished connections whose server sent data and whose flight never reached 4 "
+                  "segments (too few for the 3 duplicate ACKs of a fast retransmit: their losses "
+                  "mostly wait for a timeout), as a share of all "
+                  "such connections; per prefix: spandctl get", "percentunit",
+                  q('sum by (instance) (rate(spand_server_flows_total{{S},flight="below_4"}%s)) / '
+                    "sum by (instance) (rate(spand_server_flows_total{{S}}%s))" % (rate, rate),
+                    "{{instance}}"))
+
+
 def dashboards():
     rate = "[$__rate_interval]"
     out = {}
@@ -124,6 +138,7 @@ def dashboards():
                    q("sum(rate(spand_connections_evicted_total{{S}}%s))" % rate, "evicted")),
             series("Samples by kind", "W_c and RTT samples taken from capture", "ops",
                    q("sum by (kind) (rate(spand_samples_total{{S}}%s))" % rate, "{{kind}}")),
+            small_windows_panel(rate),
             series("Unsound W_c by reason", "W_c samples not taken: seq_jump, pickup, evicted",
                    "ops", q("sum by (reason) (rate(spand_wc_unsound_total{{S}}%s))" % rate,
                             "{{reason}}")),

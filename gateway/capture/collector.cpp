@@ -287,6 +287,7 @@ void Collector::drain(Worker& w) {
     if (r.s2c.sender != SenderKind::kUnknown) {
       ++senders_[prefix_of(r.client, opts_.prefix, false)][size_t(r.s2c.sender)];
     }
+    if (flow_hook_) flow_hook_(r);
     if (!flows_out_) continue;
     line_.clear();
     flow_json(line_, r);

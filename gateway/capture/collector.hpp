@@ -55,6 +55,8 @@ class Collector {
   void set_elapsed(double seconds) { elapsed_s_ = seconds; }
   // Extra consumer of every sample (the Redis writer hooks in here). Optional.
   void set_sample_hook(std::function<void(const Sample&)> hook) { hook_ = std::move(hook); }
+  // Extra consumer of every flow record, --flows-out or not (the Redis writer's loss figures).
+  void set_flow_hook(std::function<void(const FlowRecord&)> hook) { flow_hook_ = std::move(hook); }
   // Called after every drain with the newest capture time and every worker drained so far (the
   // control plane's flush and metrics cadence).
   using TickHook = std::function<void(uint64_t capture_now_ns, const std::vector<const Worker*>&)>;
@@ -116,6 +118,7 @@ class Collector {
   // record's s2c `sender`; unknown ones not counted), for --prefix-summary.
   std::unordered_map<Prefix, std::array<uint64_t, kSenderKinds>, PrefixHash> senders_;
   std::function<void(const Sample&)> hook_;
+  std::function<void(const FlowRecord&)> flow_hook_;
   double elapsed_s_ = 0;
   TickHook tick_hook_;
   std::vector<const Worker*> seen_workers_;

@@ -43,6 +43,8 @@ class GatewayControlPlane final : public ControlPlane {
     stack_->new_connection(client);
   }
 
+  void on_flow(const FlowRecord& r) override { stack_->add_flow(r); }
+
   void tick(uint64_t capture_now_ns, const std::vector<const Worker*>& workers) override {
     clock_.advance_to(capture_now_ns);
     stack_->tick(capture_now_ns);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/flow_record.hpp"
 #include "dataplane/prefix.hpp"
 #include "dataplane/sample.hpp"
 #include "dataplane/worker.hpp"
@@ -34,6 +35,9 @@ class ControlPlane {
   virtual void on_sample(const Sample& s) = 0;
   // A worker saw a new inbound connection from `client` (the paper's active push).
   virtual void on_new_connection(const IpAddr& client, uint64_t ts_ns) = 0;
+  // Every finished connection's record, on the control thread (the store's loss figures and the
+  // loss counters).
+  virtual void on_flow(const FlowRecord& r) = 0;
   // Called often (at least every few ms) with the newest capture time; flushes when due and
   // refreshes metrics from the workers' counters (plain reads, DPDK telemetry style).
   virtual void tick(uint64_t capture_now_ns, const std::vector<const Worker*>& workers) = 0;

@@ -327,6 +327,7 @@ int main(int argc, char** argv) {
         control->on_sample(s);
       }
     });
+    collector.set_flow_hook([&control](const FlowRecord& r) { control->on_flow(r); });
     collector.set_tick_hook([&control](uint64_t now_ns, const std::vector<const Worker*>& ws) {
       control->tick(now_ns, ws);
     });

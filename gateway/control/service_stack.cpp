@@ -237,6 +237,14 @@ void ServiceStack::new_connection(const IpAddr& client) {
   hub_->notify_new_connection(prefix_of(client, opts_.control.prefix));
 }
 
+void ServiceStack::add_flow(const FlowRecord& r) {
+  const HalfRecord& h = r.s2c;
+  if (h.unique_bytes == 0) return;
+  flow_totals_.merge(LossFigures{1, h.max_flight_segments < 4 ? 1u : 0u, h.loss_events_fast,
+                                 h.loss_events_timeout});
+  writer_->add_flow(r);
+}
+
 void ServiceStack::tick(uint64_t capture_now_ns) {
   {
     std::lock_guard lock(report_mu_);
@@ -298,6 +306,7 @@ void ServiceStack::publish_writer_metrics() {
   t.wc_by_mean = core_->wc_by_mean();
   t.wc_clients_left_out = core_->wc_clients_left_out();
   metrics_.set_writer_totals(t);
+  metrics_.set_flow_totals(flow_totals_);
 }
 
 bool ServiceStack::finish() {

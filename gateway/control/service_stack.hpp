@@ -112,6 +112,9 @@ class ServiceStack final : public SampleSink {
   void submit(const Sample& s) override;
   // Host thread only (the writer's add/tick are single-threaded).
   void add(const Sample& s) { writer_->add(s); }
+  // A finished connection's record: the loss figures in the store (SampleWriter::add_flow) and
+  // the loss counters of /metrics (the same flows: server->client directions that carried data).
+  void add_flow(const FlowRecord& r);
   void new_connection(const IpAddr& client);
   void tick(uint64_t capture_now_ns);
   void set_capture_totals(const CaptureTotals& t) { metrics_.set_capture_totals(t); }
@@ -147,6 +150,7 @@ class ServiceStack final : public SampleSink {
   std::vector<Sample> reports_;        // guarded by report_mu_
   std::vector<Sample> reports_spare_;  // host thread: swapped with reports_ to drain
   uint64_t agent_wc_ = 0, agent_rtt_ = 0;
+  LossFigures flow_totals_;  // host thread: every add_flow's figures, for /metrics
   std::chrono::steady_clock::time_point last_metrics_{};
   std::chrono::steady_clock::time_point last_error_line_{};
   uint64_t reported_flush_errors_ = 0, reported_dropped_ = 0;

@@ -122,6 +122,7 @@ void Accumulator::merge(const Accumulator& o) {
   merge_wc_table(o);
   for (uint32_t i = 0; i < kRttBins; ++i) rtt_hist[i] += o.rtt_hist[i];
   rtt_hist_count += o.rtt_hist_count;
+  loss.merge(o.loss);
 }
 
 uint32_t rtt_bin(uint32_t rtt_us) {

@@ -81,6 +81,23 @@ struct WcClientSums {
 // hash are enough for a median; more would add 24 bytes each to every bucket update in memory.
 inline constexpr uint32_t kWcClientSlots = 16;
 
+// TCP Smart Framing's loss figures of a prefix (gateway/estimates/README.md, "Loss figures"): of
+// the finished connections' server->client directions that carried data, how many, how many never
+// had 4 segments in flight, and their loss events by recovery. From flow records, by the Redis
+// writer; all 0 in buckets written before 2026-11-26 (no data, not "no loss").
+struct LossFigures {
+  uint64_t flows = 0;
+  uint64_t never4 = 0;
+  uint64_t fast = 0;     // loss events recovered by fast retransmit
+  uint64_t timeout = 0;  // ... by a retransmission timeout
+  void merge(const LossFigures& o) {
+    flows += o.flows;
+    never4 += o.never4;
+    fast += o.fast;
+    timeout += o.timeout;
+  }
+};
+
 struct Accumulator {
   uint64_t wc_count = 0;
   double wc_sum = 0;
@@ -106,6 +123,7 @@ struct Accumulator {
   uint32_t wc_client_n = 0;
   uint64_t wc_client_overflow = 0;
   uint64_t wc_client_samples = 0;
+  LossFigures loss;
 
   // A sample; a W_c sample's client goes into the table under its id with `key`.
   void add(const Sample& s, const SipKey& key);

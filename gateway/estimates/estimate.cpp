@@ -14,6 +14,7 @@ Estimate compute_estimate(const Accumulator& acc, uint64_t now_ns, uint32_t min_
   Estimate e;
   e.samples = acc.wc_count;
   e.rtt_samples = acc.rtt_count;
+  e.loss = acc.loss;
   if (acc.wc_count > 0) {
     double n = double(acc.wc_count);
     e.wc_mean_segments = acc.wc_sum / n;

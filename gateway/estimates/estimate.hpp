@@ -55,6 +55,16 @@ struct Estimate {
   double decay_factor = 1;  // 1 = no decay applied
   uint32_t clients = 0;     // distinct W_c clients (lower bound: Accumulator::wc_clients)
   bool outlier = false;     // the outlier rule refused the window (stddev > max_cv x mean)
+  // The window's loss figures (Accumulator::loss), as summed; flows == 0: no data.
+  LossFigures loss;
+  double never4_pct() const {
+    return loss.flows ? 100.0 * double(loss.never4) / double(loss.flows) : 0;
+  }
+  // % of loss events recovered by timeout; 0 without any loss event.
+  double timeout_pct() const {
+    const uint64_t n = loss.fast + loss.timeout;
+    return n ? 100.0 * double(loss.timeout) / double(n) : 0;
+  }
   Verdict verdict = Verdict::kSlowStart;
 };
 

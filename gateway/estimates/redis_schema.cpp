@@ -120,6 +120,27 @@ bool add_wc_table(std::string_view text, Accumulator& acc, uint64_t& samples) {
   return true;
 }
 
+std::string format_loss(const LossFigures& loss) {
+  return std::to_string(loss.flows) + ':' + std::to_string(loss.never4) + ':' +
+         std::to_string(loss.fast) + ':' + std::to_string(loss.timeout);
+}
+
+bool add_loss(std::string_view text, LossFigures& loss) {
+  constexpr uint64_t kExact = uint64_t(1) << 53;
+  uint64_t v[4] = {};
+  const char* cur = text.data();
+  const char* const end = text.data() + text.size();
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0 && (cur == end || *cur++ != ':')) return false;
+    const auto r = std::from_chars(cur, end, v[i]);
+    if (r.ec != std::errc() || r.ptr == cur || v[i] > kExact) return false;
+    cur = r.ptr;
+  }
+  if (cur != end || v[1] > v[0]) return false;
+  loss.merge(LossFigures{v[0], v[1], v[2], v[3]});
+  return true;
+}
+
 bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, uint64_t* agent_n) {
   // strtod/strtoull need a terminated string; a value is at most ~2,600 bytes (89 histogram
   // bins of "88:4294967295,", 16 clients of ",4294967295:9007199254740992:9007199254740992").
@@ -151,13 +172,15 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
     if (i != 6 && !(v[i] >= 0 && v[i] <= kMaxField[i])) return false;
     cur = end;
   }
-  // After the nine: [wc_clients [rtt_hist [wc_table]]] created_s. created_s is always last;
-  // values written before the mask existed have only created_s, those before the histogram no
-  // rtt_hist (and the window then has no RTT median: rtt_hist_count < rtt_count), those before
-  // the client table none (no W_c median: wc_client_samples < wc_count).
-  std::string_view rest[5];
+  // After the nine: [wc_clients [rtt_hist [wc_table [loss]]]] created_s. created_s is always
+  // last; values written before the mask existed have only created_s, those before the histogram
+  // no rtt_hist (and the window then has no RTT median: rtt_hist_count < rtt_count), those before
+  // the client table none (no W_c median: wc_client_samples < wc_count), those before the loss
+  // figures none (the bucket adds nothing to them). Fields after loss (a later version's) are
+  // ignored.
+  std::string_view rest[6];
   size_t tokens = 0;
-  for (std::string_view r(cur); tokens < 5;) {
+  for (std::string_view r(cur); tokens < 6;) {
     const size_t a = r.find_first_not_of(' ');
     if (a == std::string_view::npos) break;
     const size_t b = r.find(' ', a);
@@ -173,6 +196,8 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
   uint64_t table_samples = 0;
   if (tokens >= 4 && (!add_wc_table(rest[2], table, table_samples) || double(table_samples) > v[0]))
     return false;
+  LossFigures loss;
+  if (tokens >= 5 && !add_loss(rest[3], loss)) return false;
   unsigned long long mask = 0;
   if (tokens >= 2) {
     char* end = nullptr;
@@ -197,6 +222,7 @@ bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n, 
     acc.rtt_hist_count += hist.rtt_hist_count;
   }
   if (tokens >= 4) acc.merge_wc_table(table);
+  acc.loss.merge(loss);
   acc.newest_ts_ns = std::max(acc.newest_ts_ns, newest);
   if (gw_n) *gw_n += uint64_t(v[7]);
   if (agent_n) *agent_n += uint64_t(v[8]);
@@ -250,7 +276,8 @@ constexpr const char* kLuaGreater =
 // rtt_sum_us, rtt_min_us, newest_ts_ns, origin ('gw' or 'agent'), origin samples, ttl_s,
 // W_c clients mask (OR-ed into the bucket's), RTT histogram (format_rtt_hist; added bin by bin),
 // W_c client table (format_wc_table; merged client by client, the kWcClientSlots smallest ids
-// kept, the samples of the others added to the overflow count).
+// kept, the samples of the others added to the overflow count), loss figures (format_loss; added
+// figure by figure).
 // Returns 1 if applied, 0 if this writer already applied an update with this or a later seq to
 // the bucket (a retry after a lost reply): retries are exactly-once. One HMGET and one HSET; the
 // sums are added in Lua (sample values are integers, and integer sums below 2^53 are exact in
@@ -275,6 +302,7 @@ local mask = 0
 local hist = {}
 local clients = {}
 local over = 0
+local loss = {0, 0, 0, 0}
 -- A client table (format_wc_table) into clients (id -> {count, sum}) and over.
 local function take(text)
   over = over + tonumber(string.match(text, '^(%d+)'))
@@ -298,6 +326,11 @@ if v[2] then
   end
   -- the W_c client table (field 12) exists since 2026-11-25
   if i - 1 >= 13 then take(f[12]) end
+  -- the loss figures (field 13) exist since 2026-11-26
+  if i - 1 >= 14 then
+    local a, b2, c, d = string.match(f[13], '^(%d+):(%d+):(%d+):(%d+)$')
+    if a then loss = {tonumber(a), tonumber(b2), tonumber(c), tonumber(d)} end
+  end
 else
   now = tonumber(redis.call('TIME')[1])
   created = now
@@ -325,6 +358,14 @@ for j, id in ipairs(ids) do
   else over = over + c[1] end
 end
 local tbl = string.format('%d', over) .. table.concat(rows)
+local lp = {}
+local j = 1
+for x in string.gmatch(ARGV[17], '%d+') do
+  if j <= 4 then lp[j] = string.format('%d', loss[j] + tonumber(x)) end
+  j = j + 1
+end
+for x = j, 4 do lp[x] = string.format('%d', loss[x]) end
+local ls = table.concat(lp, ':')
 local function g(x) return string.format('%.17g', x) end
 local wc_n = tonumber(f[1]) + ARGV[4]
 local wc_sum = tonumber(f[2]) + ARGV[5]
@@ -341,7 +382,8 @@ local gw_n, agent_n = tonumber(f[8]), tonumber(f[9])
 if ARGV[11] == 'agent' then agent_n = agent_n + ARGV[12] else gw_n = gw_n + ARGV[12] end
 redis.call('HSET', k, wf, ARGV[2], b, g(wc_n) .. ' ' .. g(wc_sum) .. ' ' .. g(wc_sumsq) .. ' ' ..
            g(rtt_n) .. ' ' .. g(rtt_sum) .. ' ' .. g(rtt_min) .. ' ' .. t .. ' ' .. g(gw_n) .. ' ' ..
-           g(agent_n) .. ' ' .. g(mask) .. ' ' .. h .. ' ' .. tbl .. ' ' .. g(tonumber(created)))
+           g(agent_n) .. ' ' .. g(mask) .. ' ' .. h .. ' ' .. tbl .. ' ' .. ls .. ' ' ..
+           g(tonumber(created)))
 if now then
   local all = redis.call('HGETALL', k)
   local live = {}

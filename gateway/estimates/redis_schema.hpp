@@ -32,12 +32,13 @@ inline std::string bucket_field(uint64_t bucket_start_s) {
 }
 
 // A bucket field holds space-separated fields: wc_n wc_sum wc_sumsq rtt_n rtt_sum_us rtt_min_us
-// newest_ts_ns gw_n agent_n wc_clients rtt_hist wc_table created_s (rtt_min_us is meaningful only
-// when rtt_n > 0; wc_clients is Accumulator::wc_clients, absent in values written before
+// newest_ts_ns gw_n agent_n wc_clients rtt_hist wc_table loss created_s (rtt_min_us is meaningful
+// only when rtt_n > 0; wc_clients is Accumulator::wc_clients, absent in values written before
 // 2026-11-23; rtt_hist is Accumulator::rtt_hist as format_rtt_hist writes it, absent before
 // 2026-11-24; wc_table is Accumulator::wc_client as format_wc_table writes it, absent before
-// 2026-11-25; created_s, always the last field, is the server's wall time when the field was made,
-// for garbage collection only). Readers use the first kBucketValueFields, then what is present.
+// 2026-11-25; loss is Accumulator::loss as format_loss writes it, absent before 2026-11-26;
+// created_s, always the last field, is the server's wall time when the field was made, for garbage
+// collection only). Readers use the first kBucketValueFields, then what is present.
 inline constexpr size_t kBucketValueFields = 9;
 // Accumulator::rtt_hist as "bin:count" pairs joined by ',' for the bins that hold samples, in bin
 // order; "0:0" when none (a decimal first, so that readers from before the histogram still read
@@ -52,6 +53,12 @@ std::string format_wc_table(const Accumulator& acc);
 // W_c samples it covers. False (acc unchanged) on anything else: ids not ascending, more than
 // kWcClientSlots clients, a count of 0, a mean above 2^32 - 1.
 bool add_wc_table(std::string_view text, Accumulator& acc, uint64_t& samples);
+// Accumulator::loss as "flows:never4:fast:timeout" ("0:0:0:0" with none): decimals, so that the
+// field after the client table starts with a digit, as the table does.
+std::string format_loss(const LossFigures& loss);
+// Adds such a text into `loss`. False (loss unchanged) on anything else: not four decimals, one
+// above 2^53 (the write script adds them as Lua doubles), never4 above flows.
+bool add_loss(std::string_view text, LossFigures& loss);
 // Adds one packed bucket value into `acc` (and the origin counts, if asked). False on a malformed
 // value (acc unchanged).
 bool add_bucket_value(std::string_view value, Accumulator& acc, uint64_t* gw_n = nullptr,

@@ -88,15 +88,15 @@ RedisCommand RedisStore::write_command(const PendingUpdate& u) const {
   RedisCommand c;
   c.route_key = window_key(b.prefix, opts_.window.key_prefix);
   c.script = &write_bucket_script();
-  c.argv =
-      evalsha_argv(*c.script, {c.route_key},
-                   {writer_id_, std::to_string(u.seq), bucket_field(b.bucket_start_s),
-                    std::to_string(a.wc_count), format_double(a.wc_sum), format_double(a.wc_sumsq),
-                    std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
-                    std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
-                    b.origin == SampleOrigin::kAgent ? "agent" : "gw",
-                    std::to_string(a.wc_count + a.rtt_count), std::to_string(ttl_s_),
-                    std::to_string(a.wc_clients), format_rtt_hist(a), format_wc_table(a)});
+  c.argv = evalsha_argv(
+      *c.script, {c.route_key},
+      {writer_id_, std::to_string(u.seq), bucket_field(b.bucket_start_s),
+       std::to_string(a.wc_count), format_double(a.wc_sum), format_double(a.wc_sumsq),
+       std::to_string(a.rtt_count), format_double(a.rtt_sum_us),
+       std::to_string(a.rtt_count ? a.rtt_min_us : 0), std::to_string(a.newest_ts_ns),
+       b.origin == SampleOrigin::kAgent ? "agent" : "gw", std::to_string(a.wc_count + a.rtt_count),
+       std::to_string(ttl_s_), std::to_string(a.wc_clients), format_rtt_hist(a), format_wc_table(a),
+       format_loss(a.loss)});
   return c;
 }
 
@@ -167,7 +167,10 @@ bool RedisStore::write_updates(std::vector<PendingUpdate>& updates, uint64_t clo
         continue;
       }
       const BucketUpdate& b = updates[i].update;
-      activity_pending_[b.bucket_start_s][b.prefix.to_string()] += b.acc.wc_count + b.acc.rtt_count;
+      // An update of loss figures alone (flow records) has no samples: not activity.
+      if (b.acc.wc_count + b.acc.rtt_count > 0)
+        activity_pending_[b.bucket_start_s][b.prefix.to_string()] +=
+            b.acc.wc_count + b.acc.rtt_count;
       clock_pending_ns_ = std::max(clock_pending_ns_, b.acc.newest_ts_ns);
     } else {
       ++failed;

@@ -117,6 +117,25 @@ bool SampleWriter::add(const Sample& s) {
   return true;
 }
 
+bool SampleWriter::add_flow(const FlowRecord& r) {
+  const HalfRecord& h = r.s2c;
+  if (h.unique_bytes == 0) return false;
+  const uint64_t wall = opts_.wall_now_ns ? opts_.wall_now_ns() : system_wall_now_ns();
+  if (r.last_ns > wall && r.last_ns - wall > uint64_t(opts_.clock_skew_s) * 1'000'000'000ULL) {
+    rejected_future_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  Key k{prefix_of(r.client, opts_.prefix), bucket_start_of(r.last_ns, opts_.bucket_s),
+        SampleOrigin::kGateway};
+  LossFigures& l = pending_[k].loss;
+  ++l.flows;
+  l.never4 += h.max_flight_segments < 4;
+  l.fast += h.loss_events_fast;
+  l.timeout += h.loss_events_timeout;
+  flows_added_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void SampleWriter::drop_oldest_beyond_bound(std::deque<PendingUpdate>& q) {
   while (q.size() > opts_.backlog_max_updates) {
     const Accumulator& a = q.front().update.acc;
@@ -251,6 +270,7 @@ std::string SampleWriter::last_error() const {
 WriterStats SampleWriter::stats() const {
   WriterStats s;
   s.samples_added = samples_added_.load(std::memory_order_relaxed);
+  s.flows_added = flows_added_.load(std::memory_order_relaxed);
   s.flushes_total = flushes_.load(std::memory_order_relaxed);
   s.flush_errors_total = flush_errors_.load(std::memory_order_relaxed);
   s.updates_written_total = written_.load(std::memory_order_relaxed);

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dataplane/flow_record.hpp"
 #include "estimates/estimates_options.hpp"
 #include "estimates/redis_store.hpp"
 
@@ -57,6 +58,7 @@ uint64_t system_wall_now_ns();
 
 struct WriterStats {
   uint64_t samples_added = 0;
+  uint64_t flows_added = 0;         // flow records that added to the loss figures (add_flow)
   uint64_t flushes_total = 0;       // flushes that sent at least one update
   uint64_t flush_errors_total = 0;  // flushes where some update was not written
   uint64_t updates_written_total = 0;
@@ -83,6 +85,13 @@ class SampleWriter {
   // Control thread. kNewConnection samples are ignored. False (and counted) when the sample is
   // refused by check_sample().
   bool add(const Sample& s);
+  // Control thread. A finished connection's record: its server->client direction, when it
+  // carried data (unique_bytes > 0), adds to the loss figures (Accumulator::loss) of the client's
+  // prefix, in the bucket of the connection's last packet (last_ns), origin gateway: one flow,
+  // never4 when its flight never reached 4 segments, and its loss events by recovery. The same
+  // rule as `spandctl losses` (its default direction, s2c). False when it adds nothing: no data
+  // that way, or last_ns beyond wall clock + clock_skew_s (counted as rejected_future).
+  bool add_flow(const FlowRecord& r);
   // Control thread, often. Bucket assignment uses capture time (the samples' ts_ns); the flush
   // cadence uses wall time.
   void tick(uint64_t capture_now_ns, Clock::time_point wall_now);
@@ -139,9 +148,9 @@ class SampleWriter {
   // Flush thread only.
   std::deque<PendingUpdate> backlog_;
 
-  std::atomic<uint64_t> samples_added_{0}, flushes_{0}, flush_errors_{0}, written_{0},
-      backlog_gauge_{0}, backlog_samples_{0}, dropped_{0}, samples_dropped_{0}, rejected_future_{0},
-      rejected_wc_{0}, rejected_rtt_{0};
+  std::atomic<uint64_t> samples_added_{0}, flows_added_{0}, flushes_{0}, flush_errors_{0},
+      written_{0}, backlog_gauge_{0}, backlog_samples_{0}, dropped_{0}, samples_dropped_{0},
+      rejected_future_{0}, rejected_wc_{0}, rejected_rtt_{0};
   std::atomic<double> last_latency_s_{0};
   std::thread thread_;
 };

@@ -62,6 +62,13 @@ void EstimatesCore::fill(const Prefix& p, const Accumulator& acc, v1::Estimate& 
   out.set_min_rtt_ms(e.min_rtt_ms);
   out.set_age_s(e.age_s);
   out.set_verdict(e.verdict == Verdict::kUseEstimate ? v1::USE_ESTIMATE : v1::SLOW_START);
+  if (e.loss.flows > 0) {
+    out.set_flows(e.loss.flows);
+    out.set_never4_pct(e.never4_pct());
+    out.set_loss_events_fast(e.loss.fast);
+    out.set_loss_events_timeout(e.loss.timeout);
+    if (e.loss.fast + e.loss.timeout > 0) out.set_timeout_pct(e.timeout_pct());
+  }
 }
 
 grpc::Status EstimatesCore::add_cwnd(const v1::GetRequest& req, const std::string& where,

@@ -136,6 +136,18 @@ Metrics::Metrics()
                       .Register(cr);
   samples_wc_ = &samples.Add({{"kind", "wc"}});
   samples_rtt_ = &samples.Add({{"kind", "rtt"}});
+  // TCP Smart Framing's small windows as counters (docs/metrics.md): the flows of the prefixes'
+  // loss figures, summed over every prefix (no prefix label). Their loss events by class are
+  // counted by the data plane as they start, not here.
+  auto& flows = BuildCounter()
+                    .Name("spand_server_flows_total")
+                    .Help(
+                        "Finished connections whose server sent data, by whether its flight "
+                        "ever reached 4 segments (fast retransmit needs 3 duplicate ACKs): "
+                        "below_4 or reached_4")
+                    .Register(cr);
+  flows_never4_ = &flows.Add({{"flight", "below_4"}});
+  flows_reached4_ = &flows.Add({{"flight", "reached_4"}});
   auto& unsound = BuildCounter()
                       .Name("spand_wc_unsound_total")
                       .Help(
@@ -307,6 +319,14 @@ void Metrics::set_writer_totals(const WriterTotals& t) {
   backlog_->Set(double(t.backlog_updates));
   store_clock_->Set(double(t.store_clock_ns) / 1e9);
   last_writer_ = t;
+}
+
+void Metrics::set_flow_totals(const LossFigures& t) {
+  std::lock_guard lock(totals_mu_);
+  const LossFigures& b = last_flows_;
+  advance(flows_never4_, t.never4, b.never4);
+  advance(flows_reached4_, t.flows - t.never4, b.flows - b.never4);
+  last_flows_ = t;
 }
 
 void Metrics::observe_flush(double seconds) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "dataplane/packet.hpp"
+#include "dataplane/prefix.hpp"
 #include "dataplane/worker.hpp"
 #include "spand/v1/estimates.pb.h"
 
@@ -92,6 +93,9 @@ class Metrics {
   // Totals since start; counters advance by the difference from the previous call.
   void set_capture_totals(const CaptureTotals& t);
   void set_writer_totals(const WriterTotals& t);
+  // Loss figures of every finished connection's server->client data (ServiceStack::add_flow),
+  // totals since start: spand_server_flows_total{flight} from flows and never4.
+  void set_flow_totals(const LossFigures& t);
   void observe_flush(double seconds);
 
  private:
@@ -103,6 +107,7 @@ class Metrics {
   std::mutex totals_mu_;
   CaptureTotals last_capture_{};
   WriterTotals last_writer_{};
+  LossFigures last_flows_{};
 
   prometheus::Counter* packets_;
   prometheus::Counter* bytes_;
@@ -120,6 +125,8 @@ class Metrics {
   prometheus::Counter* wc_unsound_pickup_;
   prometheus::Counter* wc_unsound_evicted_;
   prometheus::Counter* samples_rtt_;
+  prometheus::Counter* flows_never4_;
+  prometheus::Counter* flows_reached4_;
   prometheus::Counter* agent_samples_wc_;
   prometheus::Counter* agent_samples_rtt_;
   prometheus::Histogram* flush_duration_;

@@ -70,10 +70,14 @@ class WatchHub {
     uint64_t rtt_samples = 0;
     double wc_segments = 0;
     double rtt_ms = 0;
+    // The loss figures: a flow that ends changes the window as a sample does.
+    uint64_t flows = 0;
+    uint64_t loss_events = 0;
     bool operator==(const Signature&) const = default;
   };
   static Signature signature_of(const v1::Estimate& est) {
-    return {est.samples(), est.rtt_samples(), est.wc_segments(), est.rtt_ms()};
+    return {est.samples(), est.rtt_samples(), est.wc_segments(),
+            est.rtt_ms(),  est.flows(),       est.loss_events_fast() + est.loss_events_timeout()};
   }
   void run();
   void refresh();

@@ -131,12 +131,14 @@ def bulk(s):
 
 def seeds_resp(_root, out):
     # Packed bucket values as redis_schema.hpp documents them (9 fields, the W_c clients mask,
-    # the RTT histogram, the W_c client table and created_s), and the replies a window read,
-    # AUTH or an error gives.
+    # the RTT histogram, the W_c client table, the loss figures and created_s), and the replies
+    # a window read, AUTH or an error gives.
     b1 = '3 30 310 2 20000 9000 1700000000000000000 3 0 5 1700000000'
     b2 = '1 12 144 0 0 0 1700000005000000000 1 0 1700000005'
     b3 = ('3 54 1106 4 81250 18250 1700000017123456789 7 0 5 41:3,43:1 '
           '0,1047061807:2:34,3382158211:1:20 1763776510')
+    b4 = ('3 54 1106 4 81250 18250 1700000017123456789 7 0 5 41:3,43:1 '
+          '0,1047061807:2:34,3382158211:1:20 21:8:2:3 1763776510')
     seeds = {
         'ok': b'+OK\r\n',
         'error': b'-NOAUTH Authentication required.\r\n',
@@ -148,6 +150,7 @@ def seeds_resp(_root, out):
         'hmget_one': b'*3\r\n$-1\r\n' + bulk(b1) + b'$-1\r\n',
         'hmget_two': b'*2\r\n' + bulk(b1) + bulk(b2),
         'hmget_tables': b'*2\r\n' + bulk(b3) + bulk(b3),
+        'hmget_loss': b'*2\r\n' + bulk(b4) + bulk(b3),
         'pipeline': b'+OK\r\n*2\r\n' + bulk(b1) + b'$-1\r\n*1\r\n' + bulk(b2) + b'-ERR x\r\n',
         'nil_array': b'*-1\r\n',
     }

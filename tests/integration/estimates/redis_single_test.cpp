@@ -1,6 +1,7 @@
 // RedisStore and SampleWriter against one real redis-server started by the test.
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <memory>
 
 #include "estimates/estimate.hpp"
@@ -450,6 +451,118 @@ TEST_F(SingleRedis, WcClientTableIsMergedAcrossWritersFlushesAndBuckets) {
   EXPECT_FALSE(acc.has_wc_client_median());
   ASSERT_TRUE(c.command({"HGET", window_key(q), bucket_field(t0 / kSec)}, r, e)) << e;
   EXPECT_EQ(r.str.substr(r.str.rfind(' ') + 1), "1234567") << r.str;
+}
+
+// A finished connection's record as the gateway's collector hands it over: the server->client
+// direction's unique bytes, largest flight and loss events by recovery; the client->server
+// direction carries `c2s_bytes` with two loss events of its own (never counted: the figures are
+// the servers' data).
+FlowRecord make_flow(IpAddr client, uint64_t last_ns, uint64_t s2c_bytes, uint16_t max_flight,
+                     uint32_t fast, uint32_t timeout, uint64_t c2s_bytes = 300) {
+  FlowRecord r;
+  r.client = client;
+  r.first_ns = last_ns - kSec / 2;
+  r.last_ns = last_ns;
+  r.s2c.unique_bytes = s2c_bytes;
+  r.s2c.bytes = s2c_bytes;
+  r.s2c.max_flight_segments = max_flight;
+  r.s2c.loss_events_fast = fast;
+  r.s2c.loss_events_timeout = timeout;
+  r.c2s.unique_bytes = c2s_bytes;
+  r.c2s.max_flight_segments = 1;
+  r.c2s.loss_events_fast = 1;
+  r.c2s.loss_events_timeout = 1;
+  return r;
+}
+
+// The loss figures (flows, never4, fast, timeout) are summed by the write script across writers
+// and flushes, by the reader across the window's buckets, and a bucket written before them adds
+// nothing but keeps its samples. Flows of one /24, by the bucket of their last packet:
+//   t0       writer A: f1 (flight 2, 0 fast, 1 timeout), f2 (flight 10, 2 fast, 0 timeout),
+//                      f3 (no server data: not a flow here, its c2s losses not counted)
+//            writer B: f4 (flight 3, 0 fast, 2 timeout)            -> bucket "3:2:2:3"
+//   t0+20 s  writer B: f5 (flight 20, 1 fast, 1 timeout)           -> "1:0:1:1"
+//   t0+40 s  a legacy bucket (13 fields, 2 W_c samples), then writer A: f6 (flight exactly 4:
+//            reached 4, no loss)                                   -> "1:0:0:0", W_c kept
+//   t0+50 s  a legacy bucket with 1 W_c sample and no figures      -> adds nothing
+//   t0-300 s writer A: f7 (flight 1, 0 fast, 5 timeout): outside the window ending at t0+55 s
+// Window at t0+55 s (300 s, 10 s buckets: t0-240 s .. t0+50 s): flows 3+1+1 = 5; never4 f1, f4 = 2
+// (40 %); fast 2+1 = 3; timeout 1+2+1 = 4 (4/7 = 57.14 % by timeout); W_c samples 1+2+1 = 4.
+TEST_F(SingleRedis, LossFiguresAreSummedAcrossWritersBucketsAndLegacyValues) {
+  RedisStore store(store_opts(*server_)), store2(store_opts(*server_));
+  SampleWriter a(store, sync_writer()), b(store2, sync_writer());
+  Driver da(a), db(b);
+  const uint64_t t0 = 1'700'000'000 * kSec;
+  const Prefix p = prefix24(6);
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  std::string e;
+  // Created now (wall time): a legacy field created long ago would be collected as expired when
+  // the script creates the other buckets' fields.
+  const std::string created = std::to_string(std::time(nullptr));
+  ASSERT_TRUE(c.command({"HSET", window_key(p), bucket_field(t0 / kSec + 40),
+                         "2 20 200 0 0 0 1700000040000000001 2 0 1 0:0 0,77:2:20 " + created},
+                        r, e))
+      << e;
+  ASSERT_TRUE(c.command({"HSET", window_key(p), bucket_field(t0 / kSec + 50),
+                         "1 9 81 0 0 0 1700000050000000001 1 0 1 0:0 0,77:1:9 " + created},
+                        r, e))
+      << e;
+  EXPECT_TRUE(a.add_flow(make_flow(client_of(6, 1), t0 + 1, 10'000, 2, 0, 1)));
+  EXPECT_TRUE(a.add_flow(make_flow(client_of(6, 2), t0 + 2, 50'000, 10, 2, 0)));
+  EXPECT_FALSE(a.add_flow(make_flow(client_of(6, 3), t0 + 3, 0, 0, 0, 0, 9'000)));
+  EXPECT_TRUE(b.add_flow(make_flow(client_of(6, 4), t0 + 4, 4'000, 3, 0, 2)));
+  // Another /24 with flows and no sample: never in top.
+  EXPECT_TRUE(b.add_flow(make_flow(client_of(8, 1), t0 + 4, 4'000, 3, 0, 2)));
+  b.add(make_sample(SampleKind::kWc, client_of(6, 4), 3, t0 + 4));
+  da.flush(t0 + kSec);
+  db.flush(t0 + kSec);
+  EXPECT_TRUE(b.add_flow(make_flow(client_of(6, 5), t0 + 20 * kSec, 900'000, 20, 1, 1)));
+  EXPECT_TRUE(a.add_flow(make_flow(client_of(6, 6), t0 + 40 * kSec + 5, 6'000, 4, 0, 0)));
+  EXPECT_TRUE(a.add_flow(make_flow(client_of(6, 7), t0 - 300 * kSec, 1'000, 1, 0, 5)));
+  da.flush(t0 + 41 * kSec);
+  db.flush(t0 + 41 * kSec);
+
+  ASSERT_TRUE(c.command({"HGET", window_key(p), bucket_field(t0 / kSec)}, r, e)) << e;
+  const std::string v = r.str;
+  const size_t last = v.rfind(' '), before = v.rfind(' ', last - 1);
+  EXPECT_EQ(v.substr(before + 1, last - before - 1), "3:2:2:3") << v;
+  ASSERT_TRUE(c.command({"HGET", window_key(p), bucket_field(t0 / kSec + 40)}, r, e)) << e;
+  EXPECT_NE(r.str.find(" 0,77:2:20 1:0:0:0 " + created), std::string::npos) << r.str;
+
+  Accumulator acc;
+  ASSERT_TRUE(store.read_window(p, t0 + 55 * kSec, acc, e)) << e;
+  EXPECT_EQ(acc.loss.flows, 5u);
+  EXPECT_EQ(acc.loss.never4, 2u);
+  EXPECT_EQ(acc.loss.fast, 3u);
+  EXPECT_EQ(acc.loss.timeout, 4u);
+  EXPECT_EQ(acc.wc_count, 4u);
+  const Estimate est = compute_estimate(acc, t0 + 55 * kSec);
+  EXPECT_DOUBLE_EQ(est.never4_pct(), 40.0);
+  EXPECT_DOUBLE_EQ(est.timeout_pct(), 100.0 * 4 / 7);
+  // The flow outside the window is in Redis, in its own bucket.
+  ASSERT_TRUE(store.read_window(p, t0 - 300 * kSec, acc, e)) << e;
+  EXPECT_EQ(acc.loss.flows, 1u);
+  EXPECT_EQ(acc.loss.timeout, 5u);
+  // Updates of figures alone are not activity: after the flush that carries the last activity,
+  // top holds this /24 with its one W_c sample, not 10.0.8.0/24 (flows only).
+  da.flush(t0 + 42 * kSec);
+  db.flush(t0 + 42 * kSec);
+  std::vector<PrefixActivity> top;
+  ASSERT_TRUE(store.top_prefixes(t0 + 55 * kSec, 10, top, e)) << e;
+  ASSERT_EQ(top.size(), 1u);
+  EXPECT_EQ(top[0].prefix, p);
+  EXPECT_EQ(top[0].samples, 1u);
+  // A window whose buckets all predate the figures has none.
+  const Prefix q = prefix24(7);
+  ASSERT_TRUE(c.command({"HSET", window_key(q), bucket_field(t0 / kSec),
+                         "1 9 81 0 0 0 1700000000000000001 1 0 1 0:0 0,77:1:9 " + created},
+                        r, e))
+      << e;
+  ASSERT_TRUE(store.read_window(q, t0 + kSec, acc, e)) << e;
+  EXPECT_EQ(acc.wc_count, 1u);
+  EXPECT_EQ(acc.loss.flows, 0u);
 }
 
 TEST_F(SingleRedis, RedisGoesAwayBacklogIsBoundedAndDrains) {

@@ -5,7 +5,9 @@ client independent of the C++ code), the stateless replica, spandctl, /metrics c
 promtool, and a real Prometheus server scraping it.
 
 Expected estimates are computed here from the gateway's --samples-out (JSON Lines), not from the
-service: per client prefix, the count and mean of W_c, the mean and minimum RTT.
+service: per client prefix, the count and mean of W_c, the mean and minimum RTT; and the loss
+figures from its --flows-out (the servers' data flows, their flights and loss events), checked
+against `spandctl losses` on the prefix's flows and against a hand count of one capture.
 
 usage: service_integration.py BUILD_ROOT SOURCE_ROOT
 """
@@ -233,10 +235,12 @@ def run(tmp):
     # --- gateway replay, then keep serving -------------------------------------------------------
     gport, mport = free_port(), free_port()
     samples_out = os.path.join(tmp, "samples.jsonl")
+    flows_out = os.path.join(tmp, "flows.jsonl")
     gw_log = os.path.join(tmp, "gateway.log")
     gw = start([GATEWAY, "--pcap", merged, "--redis", redis_url,
                 "--grpc-listen", f"127.0.0.1:{gport}", "--metrics-listen", f"127.0.0.1:{mport}",
-                "--samples-out", samples_out, "--window-s", str(WINDOW_S), "--bucket-s",
+                "--samples-out", samples_out, "--flows-out", flows_out,
+                "--window-s", str(WINDOW_S), "--bucket-s",
                 str(BUCKET_S), "--min-samples", str(MIN_SAMPLES), "--min-clients", str(MIN_CLIENTS),
                 "--flush-interval-ms", "100",
                 "--keep-serving"], gw_log)
@@ -311,6 +315,91 @@ def run(tmp):
     for prefix, est in zip(sorted(exp), batch.estimates):
         compare(est, prefix, "gateway BatchGet")
 
+    # --- loss figures (docs/api.md, "Loss figures") ---------------------------------------------
+    # Expected from --flows-out here, by the rule of `spandctl losses` (its default, s2c): each
+    # record whose server->client direction carried data is one flow of its client's prefix
+    # (/24, /48); never4 when its largest flight was under 4 segments; its loss events by class.
+    import ipaddress
+    frecs = [json.loads(line) for line in open(flows_out)]
+    check(len(frecs) > 0, "no flow records written")
+    check(max(r["last_ts_ns"] for r in frecs) - min(r["last_ts_ns"] for r in frecs) <
+          (WINDOW_S - 2 * BUCKET_S) * 1e9, "flows span more than the window")
+    by_prefix = {}
+    for r in frecs:
+        h = r["s2c"]
+        if h["unique_bytes"] == 0:
+            continue
+        a = ipaddress.ip_address(r["client"])
+        net = ipaddress.ip_network(f"{a}/{24 if a.version == 4 else 48}", strict=False)
+        f = by_prefix.setdefault(str(net), {"flows": 0, "never4": 0, "fast": 0, "timeout": 0,
+                                            "lines": []})
+        f["flows"] += 1
+        f["never4"] += h["max_flight_segments"] < 4
+        f["fast"] += h["loss_events_fast"]
+        f["timeout"] += h["loss_events_timeout"]
+        f["lines"].append(json.dumps(r))
+    check(any(f["never4"] for f in by_prefix.values()), "no prefix with a small-window flow")
+    check(any(f["fast"] and f["timeout"] for f in by_prefix.values()),
+          "no prefix with both loss classes")
+
+    def compare_loss(est, prefix, what):
+        f = by_prefix.get(prefix)
+        if not f:
+            check(not est.HasField("flows") and not est.HasField("timeout_pct"),
+                  f"{what} {prefix}: loss figures without a flow: {est}")
+            return
+        check(est.HasField("flows") and est.flows == f["flows"],
+              f"{what} {prefix}: flows {est.flows} != {f['flows']}")
+        close(est.never4_pct, 100 * f["never4"] / f["flows"], f"{what} {prefix} never4_pct")
+        check((est.loss_events_fast, est.loss_events_timeout) == (f["fast"], f["timeout"]),
+              f"{what} {prefix}: loss events {est.loss_events_fast}/{est.loss_events_timeout}"
+              f" != {f['fast']}/{f['timeout']}")
+        events = f["fast"] + f["timeout"]
+        check(est.HasField("timeout_pct") == (events > 0), f"{what} {prefix}: timeout_pct presence")
+        if events:
+            close(est.timeout_pct, 100 * f["timeout"] / events, f"{what} {prefix} timeout_pct")
+
+    for prefix in sorted(set(exp) | set(by_prefix)):
+        compare_loss(gwc.get(GetRequest(address=prefix), timeout=5), prefix, "gateway Get")
+
+    # The same figures as `spandctl losses` tabulates the prefix's flows (its "all" row), and a
+    # hand count of zeek_206_example_a.pcap, whose client 10.101.84.70 is the only one of
+    # 10.101.84.0/24, read with tshark: two connections to 129.174.93.161:80 whose server sent
+    # data (33,067 and 523,060 bytes), largest flights 9 and 13 segments by tshark's
+    # bytes_in_flight (neither under 4: never4 0 %); the server's loss events: its SYN-ACK resent
+    # 3.002 s after the first (frame 48: one timeout), then 13 fast-retransmit recoveries of
+    # port 10978, each a resend after duplicate ACKs: the 12 tshark marks
+    # tcp.analysis.fast_retransmission (frames 103, 246, 278, 299, 343, 376, 444, 518, 536, 564,
+    # 613, 635) and frame 188 (seq 108041, sent at frame 172, re-sent after the client's
+    # duplicate ACKs for 108041: tshark calls it "out-of-order"); the other resends (191, 345,
+    # 566, 570) repair further holes of the same recoveries (the client's cumulative ACK has not
+    # passed them). 13 fast, 1 timeout: 7.14 % by timeout.
+    zeek = "10.101.84.0/24"
+    flows_zeek = os.path.join(tmp, "flows-zeek.jsonl")
+    with open(flows_zeek, "w") as fz:
+        fz.write("\n".join(by_prefix.get(zeek, {"lines": []})["lines"]) + "\n")
+    out = subprocess.run([SPANDCTL, "losses", "--json", flows_zeek], capture_output=True,
+                         text=True, timeout=30)
+    check(out.returncode == 0, f"spandctl losses: {out.stderr}")
+    est = gwc.get(GetRequest(address=zeek), timeout=5)
+    if out.returncode == 0:
+        row = json.loads(out.stdout)["by_size"][-1]
+        check(row["size_segments"] == "all", f"spandctl losses: last row {row}")
+        check((est.flows, est.loss_events_fast + est.loss_events_timeout) ==
+              (row["flows"], row["loss_events"]),
+              f"{zeek}: API {est.flows} flows / {est.loss_events_fast + est.loss_events_timeout}"
+              f" events, spandctl losses {row['flows']} / {row['loss_events']}")
+        close(est.never4_pct, row["never4_pct"], f"{zeek} never4_pct vs spandctl losses")
+        close(est.timeout_pct, row["timeout_pct"], f"{zeek} timeout_pct vs spandctl losses")
+    check((est.flows, est.never4_pct, est.loss_events_fast, est.loss_events_timeout) ==
+          (2, 0.0, 13, 1), f"{zeek}: hand count 2 flows, 0 %, 13 fast, 1 timeout; got {est}")
+    close(est.timeout_pct, 100 / 14, f"{zeek} timeout_pct, hand count")
+    # Watch answers with the same Estimate.
+    wz = gwc.watch(WatchRequest(prefixes=[zeek], initial=True), timeout=30)
+    first_z = next(wz)
+    wz.cancel()
+    compare_loss(first_z.estimate, zeek, "Watch INITIAL")
+
     # cwnd_opt only with transfer_bytes; bounded by W_c.
     busiest = max(exp, key=lambda p: len(exp[p]["wc"]))
     plain = gwc.get(GetRequest(address=busiest), timeout=5)
@@ -344,6 +433,10 @@ def run(tmp):
     if out.returncode == 0:
         for j in json.loads(out.stdout):
             check(j["samples"] == len(exp[j["prefix"]]["wc"]), f"spandctl get {j['prefix']}")
+            f = by_prefix.get(j["prefix"])
+            check(j.get("flows") == (f["flows"] if f else None) and
+                  j.get("loss_events_timeout") == (f["timeout"] if f else None),
+                  f"spandctl get {j['prefix']}: loss figures {j}")
     out = subprocess.run([SPANDCTL, "--server", f"127.0.0.1:{gport}", "get", "1.2.3.4/33"],
                          capture_output=True, text=True, timeout=30)
     check(out.returncode == 1 and "INVALID_ARGUMENT" in out.stderr,
@@ -382,6 +475,7 @@ def run(tmp):
     poll(lambda: repc.get(GetRequest(address=busiest), timeout=5).samples > 0, "replica clock")
     for prefix in sorted(exp):
         compare(repc.get(GetRequest(address=prefix), timeout=5), prefix, "replica Get")
+        compare_loss(repc.get(GetRequest(address=prefix), timeout=5), prefix, "replica Get")
     expect_code(repc.get, GetRequest(address="::1/200"), grpc.StatusCode.INVALID_ARGUMENT,
                 "replica Get ::1/200")
     # The replica's /metrics: build info and process metrics, no capture counters (it captures
@@ -415,6 +509,11 @@ def run(tmp):
     bad = metric("spand_grpc_requests_total", 'code="INVALID_ARGUMENT",method="Get"')
     check(bad is not None and bad >= len(bad_gets), f"INVALID_ARGUMENT Get count {bad}")
     check(metric("spand_report_samples_total", 'kind="wc"') == 6, "spand_report_samples_total")
+    n_flows = sum(f["flows"] for f in by_prefix.values())
+    n_never4 = sum(f["never4"] for f in by_prefix.values())
+    check(metric("spand_server_flows_total", 'flight="below_4"') == n_never4 and
+          metric("spand_server_flows_total", 'flight="reached_4"') == n_flows - n_never4,
+          f"spand_server_flows_total: expected {n_never4} below_4 of {n_flows}")
     check(metric("spand_redis_flush_duration_seconds_count") >= 1, "no flush observed")
     check(metric("spand_redis_flush_errors_total") == 0, "flush errors")
     check(re.search(r'^spand_build_info\{program="spand-gateway",', text, re.M) is not None,

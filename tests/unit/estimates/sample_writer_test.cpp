@@ -184,6 +184,63 @@ TEST(SampleWriter, RefusesFutureSamplesAndValuesBeyondTheBounds) {
   EXPECT_STREQ(sample_reject_name(SampleReject::kFuture), "future");
 }
 
+// Flow records add to the loss figures of the client's prefix, in the bucket of the last packet,
+// from their server->client direction only, and only when it carried data; a record stamped
+// beyond the wall clock + skew is refused as a future sample is.
+TEST(SampleWriter, FlowRecordsAddToTheLossFiguresOfTheirBucket) {
+  FakeSink sink;
+  SampleWriterOptions o = sync_opts();
+  const uint64_t wall = 1'800'000'000 * kSec;
+  o.wall_now_ns = [wall] { return wall; };
+  SampleWriter w(sink, o);
+  auto flow = [](const char* client, uint64_t last_ns, uint64_t bytes, uint16_t flight,
+                 uint32_t fast, uint32_t timeout) {
+    FlowRecord r;
+    r.client = v4(client);
+    r.last_ns = last_ns;
+    r.s2c.unique_bytes = bytes;
+    r.s2c.max_flight_segments = flight;
+    r.s2c.loss_events_fast = fast;
+    r.s2c.loss_events_timeout = timeout;
+    r.c2s.unique_bytes = 500;  // the client's direction: never counted
+    r.c2s.loss_events_timeout = 9;
+    return r;
+  };
+  const uint64_t t = wall - 100 * kSec;  // bucket wall - 100 s
+  EXPECT_TRUE(w.add_flow(flow("198.51.100.7", t + 1, 2000, 2, 0, 1)));
+  EXPECT_TRUE(w.add_flow(flow("198.51.100.9", t + 9 * kSec, 90000, 30, 3, 1)));
+  EXPECT_TRUE(w.add_flow(flow("198.51.100.9", t + 10 * kSec, 1000, 3, 0, 0)));  // next bucket
+  EXPECT_FALSE(w.add_flow(flow("198.51.100.9", t + 2, 0, 0, 0, 0)));            // no server data
+  EXPECT_FALSE(w.add_flow(flow("198.51.100.9", wall + 61 * kSec, 1000, 1, 0, 1)));  // future
+  EXPECT_TRUE(w.add_flow(flow("203.0.113.1", t + 3, 1000, 4, 0, 0)));               // another /24
+  EXPECT_EQ(w.stats().flows_added, 4u);
+  EXPECT_EQ(w.stats().rejected_future, 1u);
+  EXPECT_EQ(w.stats().samples_added, 0u);
+  EXPECT_EQ(w.pending_keys(), 3u);
+  ASSERT_TRUE(w.finish(std::chrono::milliseconds(0)));
+  std::map<std::pair<std::string, uint64_t>, LossFigures> got;
+  for (const PendingUpdate& u : sink.written) {
+    EXPECT_EQ(u.update.acc.wc_count + u.update.acc.rtt_count, 0u);
+    EXPECT_EQ(u.update.origin, SampleOrigin::kGateway);
+    got[{u.update.prefix.to_string(), u.update.bucket_start_s}] = u.update.acc.loss;
+  }
+  ASSERT_EQ(got.size(), 3u);
+  const uint64_t b = (wall / kSec) - 100;
+  // 198.51.100.0/24 in bucket b: two flows, one with a flight of 2 (never 4), events 0+3 fast,
+  // 1+1 timeout.
+  const LossFigures& first = got[{"198.51.100.0/24", b}];
+  EXPECT_EQ(first.flows, 2u);
+  EXPECT_EQ(first.never4, 1u);
+  EXPECT_EQ(first.fast, 3u);
+  EXPECT_EQ(first.timeout, 2u);
+  const LossFigures& second = got[{"198.51.100.0/24", b + 10}];
+  EXPECT_EQ(second.flows, 1u);
+  EXPECT_EQ(second.never4, 1u);  // flight 3
+  const LossFigures& other = got[{"203.0.113.0/24", b}];
+  EXPECT_EQ(other.flows, 1u);
+  EXPECT_EQ(other.never4, 0u);  // flight exactly 4 reached it
+}
+
 TEST(SampleWriter, BacklogKeepsFailedUpdatesWithTheirSeqAndIsBounded) {
   FakeSink sink;
   SampleWriter w(sink, sync_opts(5));

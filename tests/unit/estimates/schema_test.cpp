@@ -202,6 +202,43 @@ TEST(Schema, BucketValueWithTheWcClientTable) {
   }
 }
 
+// The loss figures between the client table and created_s (since 2026-11-26):
+// "flows:never4:fast:timeout". Summed into Accumulator::loss; a value without them adds nothing;
+// figures that are not what a writer makes (not four decimals, never4 above flows, a count above
+// 2^53) make the value malformed. A later version's fields after them are ignored.
+TEST(Schema, BucketValueWithTheLossFigures) {
+  LossFigures l{21, 8, 2, 3};
+  EXPECT_EQ(format_loss(l), "21:8:2:3");
+  EXPECT_EQ(format_loss(LossFigures{}), "0:0:0:0");
+  const std::string head = "3 23 179 0 0 0 1700000017123456789 3 0 5 0:0 0,5:3:23 ";
+  Accumulator acc;
+  ASSERT_TRUE(add_bucket_value(head + "21:8:2:3 1763776510", acc));
+  ASSERT_TRUE(add_bucket_value(head + "4:4:0:7 1763776510", acc));
+  EXPECT_EQ(acc.loss.flows, 25u);   // 21 + 4
+  EXPECT_EQ(acc.loss.never4, 12u);  // 8 + 4
+  EXPECT_EQ(acc.loss.fast, 2u);
+  EXPECT_EQ(acc.loss.timeout, 10u);  // 3 + 7
+  EXPECT_EQ(acc.wc_count, 6u);       // the rest of the value is read as before
+  EXPECT_TRUE(acc.has_wc_client_median());
+  // Without the field (a bucket of an older writer): no figures, the rest read.
+  Accumulator legacy;
+  ASSERT_TRUE(add_bucket_value(head + "1763776510", legacy));
+  EXPECT_EQ(legacy.loss.flows, 0u);
+  EXPECT_EQ(legacy.wc_count, 3u);
+  // A later field after the figures: ignored.
+  Accumulator later;
+  ASSERT_TRUE(add_bucket_value(head + "2:1:1:0 7:7 1763776510", later));
+  EXPECT_EQ(later.loss.flows, 2u);
+  for (const std::string& bad :
+       std::vector<std::string>{"x", "1:0:0", "1:0:0:0:0", "1:2:0:0", "1:0:0:-1", "1::0:0",
+                                "1:0:0:9007199254740993", "1;0;0;0", "1:0:0:0,"}) {
+    Accumulator b;
+    EXPECT_FALSE(add_bucket_value(head + bad + " 1763776510", b)) << bad;
+    EXPECT_EQ(b.wc_count, 0u) << bad;
+    EXPECT_EQ(b.loss.flows, 0u) << bad;
+  }
+}
+
 // A value that is not what a writer makes is malformed, and the accumulator is left alone: a
 // negative or non-finite field (a negative count or minimum RTT converted to an unsigned type is
 // undefined behaviour; NaN would spread to every mean), a minimum RTT beyond 32 bits, a newest
