@@ -21,12 +21,12 @@ void on_stop_signal(int) {
 
 class GatewayControlPlane final : public ControlPlane {
  public:
-  bool init(const ControlOptions& opts, std::string& error) {
+  bool init(const ControlOptions& opts, std::string& error, int* status) {
     StackOptions so;
     so.control = opts;
     so.watch_refresh_ms = opts.flush_interval_ms;
     so.program = "spand-gateway";
-    stack_ = ServiceStack::create(so, clock_, error);
+    stack_ = ServiceStack::create(so, clock_, error, status);
     return stack_ != nullptr;
   }
 
@@ -77,9 +77,10 @@ class GatewayControlPlane final : public ControlPlane {
 
 }  // namespace
 
-std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error) {
+std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error,
+                                                 int* status) {
   auto cp = std::make_unique<GatewayControlPlane>();
-  if (!cp->init(opts, error)) return nullptr;
+  if (!cp->init(opts, error, status)) return nullptr;
   return cp;
 }
 

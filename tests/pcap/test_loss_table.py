@@ -116,10 +116,10 @@ def test_bad_input(tmp_path):
     bad = tmp_path / 'bad.jsonl'
     bad.write_text('{"first_ts_ns": 1, "c2s": {}, "s2c": {}}\n')
     p = subprocess.run([SPANDCTL, 'losses', str(bad)], capture_output=True, text=True)
-    assert p.returncode == 1
+    assert p.returncode == 2  # docs/exit-status.md: bad input, like an unreadable file
     assert 'bad.jsonl:1: not a flow record' in p.stderr and 'unique_bytes' in p.stderr
     bad.write_text('not json\n')
-    assert subprocess.run([SPANDCTL, 'losses', str(bad)], capture_output=True).returncode == 1
+    assert subprocess.run([SPANDCTL, 'losses', str(bad)], capture_output=True).returncode == 2
     p = subprocess.run([SPANDCTL, 'losses', '--direction', 'up', str(bad)], capture_output=True)
     assert p.returncode == 2
     p = subprocess.run([SPANDCTL, 'losses'], capture_output=True)
