@@ -3,6 +3,7 @@
 11.6, pinned in requirements.txt). Writes one JSON file per dashboard beside this script:
 
   spand-capture.json         capture health: frames, bytes, drops by reason, loss before the gateway
+                             (share per gateway; frames per port and cause)
   spand-reconstruction.json  connections, samples by kind, unsound W_c by reason
   spand-store.json           Redis flushes, backlog, errors, rejected samples, the store's clock
   spand-service.json         gRPC rate and latency by method and code, verdicts, Report
@@ -109,6 +110,13 @@ def dashboards():
                      "(sum by (instance) (rate(spand_packets_received_total{{S}}%s)) + "
                      "sum by (instance) (rate(spand_capture_dropped_total{{S}}%s)))"
                      % (rate, rate, rate), "{{instance}}")),
+            series("Loss before the gateway, by port and cause", "Frames dropped per capture "
+                   "port (DPDK device) or interface (libpcap), by cause: imissed (the NIC had no "
+                   "free descriptor: add workers), rx_nombuf (mbuf pool empty), kernel (the "
+                   "ring was full: buffer_mb), interface (the driver dropped)", "pps",
+                   q("sum by (instance, port, cause) "
+                     "(rate(spand_capture_port_dropped_total{{S}}%s))" % rate,
+                     "{{instance}} {{port}} {{cause}}")),
             single("Interface down events", "Times a live interface went down or away", "short",
                    q("sum(increase(spand_capture_interface_down_total{{S}}[$__range]))", "down")),
         ])

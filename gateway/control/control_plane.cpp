@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "capture/port_drops.hpp"
 #include "control/service_stack.hpp"
 
 namespace spand {
@@ -49,6 +50,7 @@ class GatewayControlPlane final : public ControlPlane {
     // Plain reads of the workers' monotonic counters (DPDK telemetry style); a handful of
     // additions per worker, so every tick, and the last tick before finish() is exact.
     stack_->set_capture_totals(total_counters(workers));
+    stack_->set_port_drops(port_drops().snapshot());
   }
 
   // With keep_serving (a replay followed by queries), blocks until SIGINT or SIGTERM, still

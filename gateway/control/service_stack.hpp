@@ -117,6 +117,7 @@ class ServiceStack final : public SampleSink {
   void new_connection(const IpAddr& client);
   void tick(uint64_t capture_now_ns);
   void set_capture_totals(const CaptureTotals& t) { metrics_.set_capture_totals(t); }
+  void set_port_drops(const std::vector<PortDropTotal>& rows) { metrics_.set_port_drops(rows); }
   // Last flush (bounded). False, with one line on stderr, when samples did not reach Redis:
   // updates still in the backlog or dropped from it during the run.
   bool finish();

@@ -103,6 +103,14 @@ Metrics::Metrics()
                               "(libpcap ps_drop + ps_ifdrop, DPDK imissed + rx_nombuf)")
                           .Register(cr)
                           .Add({});
+  port_dropped_family_ =
+      &BuildCounter()
+           .Name("spand_capture_port_dropped_total")
+           .Help(
+               "Frames dropped before the gateway saw them, per capture port or interface and "
+               "cause (DPDK imissed, rx_nombuf; libpcap kernel = ps_drop, interface = "
+               "ps_ifdrop); spand_capture_dropped_total is their sum")
+           .Register(cr);
   capture_interface_down_ = &BuildCounter()
                                  .Name("spand_capture_interface_down_total")
                                  .Help("Times a live interface went down or away")
@@ -285,6 +293,22 @@ void Metrics::set_capture_totals(const CaptureTotals& t) {
   connections_active_->Set(double(t.active_flows));
   loss_states_->Set(double(t.loss_states));
   last_capture_ = t;
+}
+
+void Metrics::set_port_drops(const std::vector<PortDropTotal>& rows) {
+  std::lock_guard lock(totals_mu_);
+  for (const PortDropTotal& r : rows) {
+    auto it = std::find_if(
+        port_dropped_.begin(), port_dropped_.end(),
+        [&r](const PortDropSeries& s) { return s.cause == r.cause && s.port == r.port; });
+    if (it == port_dropped_.end()) {
+      prometheus::Counter* c = &port_dropped_family_->Add(
+          {{"port", r.port}, {"cause", capture_drop_cause_name(r.cause)}});
+      it = port_dropped_.insert(port_dropped_.end(), {r.port, r.cause, c, 0});
+    }
+    advance(it->counter, r.total, it->last);
+    it->last = std::max(it->last, r.total);
+  }
 }
 
 void Metrics::set_writer_totals(const WriterTotals& t) {

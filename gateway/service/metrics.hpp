@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/port_drops.hpp"
 #include "dataplane/packet.hpp"
 #include "dataplane/worker.hpp"
 #include "spand/v1/estimates.pb.h"
@@ -91,6 +92,9 @@ class Metrics {
   void count_estimate(v1::Verdict v);
   // Totals since start; counters advance by the difference from the previous call.
   void set_capture_totals(const CaptureTotals& t);
+  // Capture loss per port and cause (capture/port_drops.hpp's snapshot): totals since start,
+  // spand_capture_port_dropped_total{port, cause} advances by the difference.
+  void set_port_drops(const std::vector<PortDropTotal>& rows);
   void set_writer_totals(const WriterTotals& t);
   void observe_flush(double seconds);
 
@@ -111,6 +115,14 @@ class Metrics {
   prometheus::Counter* drops_rtt_unmeasurable_;
   prometheus::Counter* capture_dropped_;
   prometheus::Counter* capture_interface_down_;
+  prometheus::Family<prometheus::Counter>* port_dropped_family_;
+  struct PortDropSeries {
+    std::string port;
+    CaptureDropCause cause;
+    prometheus::Counter* counter;
+    uint64_t last;
+  };
+  std::vector<PortDropSeries> port_dropped_;
   prometheus::Gauge* connections_active_;
   prometheus::Gauge* loss_states_;
   prometheus::Counter* connections_created_;
