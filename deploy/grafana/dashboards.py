@@ -4,7 +4,7 @@
 
   spand-capture.json         capture health: frames, bytes, drops by reason, loss before the gateway
                              (share per gateway; frames per port and cause)
-  spand-reconstruction.json  connections, samples by kind, unsound W_c by reason
+  spand-reconstruction.json  connections, samples by kind, unsound W_c by reason, loss events by class
   spand-store.json           Redis flushes, backlog, errors, rejected samples, the store's clock
   spand-service.json         gRPC rate and latency by method and code, verdicts, Report
   spand-agents.json          applied / skipped by reason, kernel state, program events
@@ -135,6 +135,13 @@ def dashboards():
             series("Unsound W_c by reason", "W_c samples not taken: seq_jump, pickup, evicted",
                    "ops", q("sum by (reason) (rate(spand_wc_unsound_total{{S}}%s))" % rate,
                             "{{reason}}")),
+            series("Loss events by class", "Loss events as the gateway classifies them, by how "
+                   "the sender recovered (fast_retransmit, timeout: a resent SYN counts as a "
+                   "timeout) and by direction (s2c: servers' data). Timeouts cost a "
+                   "retransmission timer each: a rising share is what slow start's first "
+                   "window can cause", "ops",
+                   q("sum by (class, direction) (rate(spand_loss_events_total{{S}}%s))" % rate,
+                     "{{direction}} {{class}}")),
         ])
     out["spand-store"] = board(
         "spand-store", "spand / estimate store (Redis)",

@@ -153,6 +153,19 @@ Metrics::Metrics()
   wc_unsound_seq_jump_ = &unsound.Add({{"reason", "seq_jump"}});
   wc_unsound_pickup_ = &unsound.Add({{"reason", "pickup"}});
   wc_unsound_evicted_ = &unsound.Add({{"reason", "evicted"}});
+  auto& losses = BuildCounter()
+                     .Name("spand_loss_events_total")
+                     .Help(
+                         "Loss events the gateway saw, by how the sender recovered (class: "
+                         "fast_retransmit, timeout; a resent SYN or SYN-ACK is a timeout) and by "
+                         "the sender's direction (s2c: servers' data, c2s: clients')")
+                     .Register(cr);
+  for (size_t d = 0; d < 2; ++d) {
+    for (size_t c = 0; c < 2; ++c) {
+      loss_events_[d][c] = &losses.Add({{"class", c == 0 ? "fast_retransmit" : "timeout"},
+                                        {"direction", d == 0 ? "c2s" : "s2c"}});
+    }
+  }
   // The service's, not the agent's: what agents sent, as the service received it.
   auto& agent = BuildCounter()
                     .Name("spand_report_samples_total")
@@ -290,6 +303,9 @@ void Metrics::set_capture_totals(const CaptureTotals& t) {
   advance(wc_unsound_seq_jump_, t.wc_unsound_seq_jump, b.wc_unsound_seq_jump);
   advance(wc_unsound_pickup_, t.wc_unsound_pickup, b.wc_unsound_pickup);
   advance(wc_unsound_evicted_, t.wc_unsound_evicted, b.wc_unsound_evicted);
+  for (size_t d = 0; d < 2; ++d)
+    for (size_t c = 0; c < 2; ++c)
+      advance(loss_events_[d][c], t.loss_events[d][c], b.loss_events[d][c]);
   connections_active_->Set(double(t.active_flows));
   loss_states_->Set(double(t.loss_states));
   last_capture_ = t;

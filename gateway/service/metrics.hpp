@@ -131,6 +131,8 @@ class Metrics {
   prometheus::Counter* wc_unsound_seq_jump_;
   prometheus::Counter* wc_unsound_pickup_;
   prometheus::Counter* wc_unsound_evicted_;
+  // [direction: 0 c2s, 1 s2c (dataplane Dir)][0 fast_retransmit, 1 timeout]
+  prometheus::Counter* loss_events_[2][2]{};
   prometheus::Counter* samples_rtt_;
   prometheus::Counter* agent_samples_wc_;
   prometheus::Counter* agent_samples_rtt_;
