@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "client_channel.hpp"
+#include "exit_status.hpp"
 #include "spand/v1/estimates.grpc.pb.h"
 #include "spand_version.hpp"
 #include "spandctl_cwnd.h"
@@ -24,9 +25,10 @@ namespace {
 using nlohmann::json;
 namespace v1 = spand::v1;
 
-constexpr int kExitOk = 0;
-constexpr int kExitRpcError = 1;
-constexpr int kExitUsage = 2;
+// The table every spand binary shares (common/exit_status.hpp, docs/exit-status.md).
+constexpr int kExitOk = spand::exit_status::kOk;
+constexpr int kExitRpcError = spand::exit_status::kRuntime;  // an error status, or unreachable
+constexpr int kExitUsage = spand::exit_status::kUsage;
 constexpr size_t kBatchLimit = 1000;  // the server's BatchGet limit (proto comment)
 constexpr const char* kDefaultServer = "127.0.0.1:50051";
 // A day: now() + a larger deadline overflowed the clock's count (--timeout-ms 2^63 was negative).
@@ -60,7 +62,13 @@ const char* const kHelp =
     "  --tls-server-name N the name in the server's certificate, when --server is an address\n"
     "                      the certificate does not carry\n"
     "  --version           print the version, the git revision and gRPC's version\n"
-    "exit status: 0 ok, 1 the server returned an error or is unreachable, 2 bad usage\n";
+    "\n"
+    "Exit status:\n"
+    "  0  success\n"
+    "  2  bad usage or input: an unknown option or command, a bad value, a file that cannot\n"
+    "     be read (cwnd: values libspand refuses; losses: a line that is not a flow record)\n"
+    "  3  runtime error: the server returned an error or could not be reached\n"
+    "The numbers mean the same in every spand binary (docs/exit-status.md).\n";
 
 struct Globals {
   std::string server;

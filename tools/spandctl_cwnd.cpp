@@ -12,14 +12,17 @@
 #include <string_view>
 #include <system_error>
 
+#include "exit_status.hpp"
 #include "spand.h"
 
 namespace spand {
 namespace {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
+// The shared table (common/exit_status.hpp): values libspand refuses (SPAND_EINVAL,
+// SPAND_ERANGE) are bad input, 2 like a value the options refuse.
+constexpr int kExitOk = exit_status::kOk;
+constexpr int kExitFailed = exit_status::kUsage;
+constexpr int kExitUsage = exit_status::kUsage;
 
 constexpr std::string_view kUsage =
     "usage: spandctl cwnd --wc N (--segments F | --bytes B --mss M) [options]\n"
@@ -38,7 +41,7 @@ constexpr std::string_view kUsage =
     "  --json                 one JSON object instead of the table\n"
     "  -h, --help             this text\n"
     "\n"
-    "Exit status: 0 success, 1 the computation failed, 2 bad usage.\n"
+    "Exit status: 0 success, 2 bad usage or values the computation refuses (SPAND_ERANGE).\n"
     "Example: spandctl cwnd --wc 10 --segments 11 --b 1   (m = 9, Delta = 4, cwnd_opt = 5)\n";
 
 struct Options {

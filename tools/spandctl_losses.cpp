@@ -13,14 +13,18 @@
 #include <string_view>
 #include <vector>
 
+#include "exit_status.hpp"
+
 namespace spand {
 namespace {
 
 using nlohmann::json;
 
-constexpr int kExitOk = 0;
-constexpr int kExitBadInput = 1;
-constexpr int kExitUsage = 2;
+// The shared table (common/exit_status.hpp): a line that is not a flow record is bad input,
+// 2 like an unreadable file or the gateway's damaged capture file.
+constexpr int kExitOk = exit_status::kOk;
+constexpr int kExitBadInput = exit_status::kUsage;
+constexpr int kExitUsage = exit_status::kUsage;
 
 constexpr std::string_view kUsage =
     "usage: spandctl losses [--direction s2c|c2s|both] [--json] FLOWS.jsonl|-\n"
@@ -46,8 +50,8 @@ constexpr std::string_view kUsage =
     "  --json                 one JSON object instead of the tables\n"
     "  -h, --help             this text\n"
     "\n"
-    "Exit status: 0 success, 1 a line is not a flow record (file:line and why on stderr),\n"
-    "2 bad usage.\n"
+    "Exit status: 0 success, 2 bad usage or input: an unreadable file, a line that is not a\n"
+    "flow record (file:line and why on stderr).\n"
     "Example: spand-gateway --pcap trace.pcap --flows-out flows.jsonl && spandctl losses "
     "flows.jsonl\n";
 

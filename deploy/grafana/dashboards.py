@@ -3,7 +3,8 @@
 11.6, pinned in requirements.txt). Writes one JSON file per dashboard beside this script:
 
   spand-capture.json         capture health: frames, bytes, drops by reason, loss before the gateway
-  spand-reconstruction.json  connections, samples by kind, unsound W_c by reason
+                             (share per gateway; frames per port and cause)
+  spand-reconstruction.json  connections, samples by kind, unsound W_c by reason, loss events by class
   spand-store.json           Redis flushes, backlog, errors, rejected samples, the store's clock
   spand-service.json         gRPC rate and latency by method and code, verdicts, Report
   spand-agents.json          applied / skipped by reason, kernel state, program events
@@ -123,6 +124,13 @@ def dashboards():
                      "(sum by (instance) (rate(spand_packets_received_total{{S}}%s)) + "
                      "sum by (instance) (rate(spand_capture_dropped_total{{S}}%s)))"
                      % (rate, rate, rate), "{{instance}}")),
+            series("Loss before the gateway, by port and cause", "Frames dropped per capture "
+                   "port (DPDK device) or interface (libpcap), by cause: imissed (the NIC had no "
+                   "free descriptor: add workers), rx_nombuf (mbuf pool empty), kernel (the "
+                   "ring was full: buffer_mb), interface (the driver dropped)", "pps",
+                   q("sum by (instance, port, cause) "
+                     "(rate(spand_capture_port_dropped_total{{S}}%s))" % rate,
+                     "{{instance}} {{port}} {{cause}}")),
             single("Interface down events", "Times a live interface went down or away", "short",
                    q("sum(increase(spand_capture_interface_down_total{{S}}[$__range]))", "down")),
         ])
@@ -142,6 +150,13 @@ def dashboards():
             series("Unsound W_c by reason", "W_c samples not taken: seq_jump, pickup, evicted",
                    "ops", q("sum by (reason) (rate(spand_wc_unsound_total{{S}}%s))" % rate,
                             "{{reason}}")),
+            series("Loss events by class", "Loss events as the gateway classifies them, by how "
+                   "the sender recovered (fast_retransmit, timeout: a resent SYN counts as a "
+                   "timeout) and by direction (s2c: servers' data). Timeouts cost a "
+                   "retransmission timer each: a rising share is what slow start's first "
+                   "window can cause", "ops",
+                   q("sum by (class, direction) (rate(spand_loss_events_total{{S}}%s))" % rate,
+                     "{{direction}} {{class}}")),
         ])
     out["spand-store"] = board(
         "spand-store", "spand / estimate store (Redis)",

@@ -21,6 +21,7 @@
 #include "capture/collector.hpp"
 #include "capture/dpdk_headers.hpp"
 #include "capture/dpdk_port.hpp"
+#include "capture/port_drops.hpp"
 #include "capture/source.hpp"
 #include "capture/stop_signals.hpp"
 
@@ -43,6 +44,7 @@ struct QueueRef {
   uint16_t queue = 0;
   uint64_t last_rx_tsc = 0;
   bool exhausted = false;
+  size_t drop_row = PortDrops::kNone;  // queue 0: the port's row of port_drops()
 };
 
 struct Clock {
@@ -152,8 +154,11 @@ uint32_t poll_once(WorkerCtx& c) {
       uint64_t lost = 0;
       for (const QueueRef& q : c.queues) {
         rte_eth_stats st{};
-        if (q.queue == 0 && rte_eth_stats_get(q.port->port_id, &st) == 0)
+        if (q.queue == 0 && rte_eth_stats_get(q.port->port_id, &st) == 0) {
           lost += st.imissed + st.rx_nombuf;
+          port_drops().set(q.drop_row, CaptureDropCause::kImissed, st.imissed);
+          port_drops().set(q.drop_row, CaptureDropCause::kRxNombuf, st.rx_nombuf);
+        }
       }
       c.worker->set_capture_drops(lost);
     }
@@ -258,7 +263,12 @@ std::vector<std::unique_ptr<WorkerCtx>> make_workers(const EalSession& session,
       const uint16_t first = p.rss ? static_cast<uint16_t>(w) : 0;
       const uint16_t last = p.rss ? static_cast<uint16_t>(w + 1) : (w == 0 ? p.rx_queues : 0);
       for (uint16_t q = first; q < last && q < p.rx_queues; ++q) {
-        c->queues.push_back(QueueRef{&p, q, 0, false});
+        // A live port's loss per cause in /metrics (worker 0 reads it, from its queue 0).
+        const size_t row = q == 0 && !p.pcap_timestamps
+                               ? port_drops().add_port(p.name, {CaptureDropCause::kImissed,
+                                                                CaptureDropCause::kRxNombuf})
+                               : PortDrops::kNone;
+        c->queues.push_back(QueueRef{&p, q, 0, false, row});
         c->all_replay = c->all_replay && p.replay;
         c->host_clock = c->host_clock || !p.pcap_timestamps;
       }

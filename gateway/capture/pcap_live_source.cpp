@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "capture/collector.hpp"
+#include "capture/port_drops.hpp"
 #include "capture/source.hpp"
 #include "capture/stop_signals.hpp"
 
@@ -117,14 +118,22 @@ SourceStatus run_live_source(const SourceOptions& opts, Collector& out, std::str
 
   const auto start = std::chrono::steady_clock::now();
   auto last_stats = start;
-  uint64_t drops_before_reopen = 0;  // pcap_stats restarts from 0 on a new handle
+  // pcap_stats restarts from 0 on a new handle: the totals of the handles before, per cause.
+  uint64_t kernel_before_reopen = 0, ifdrop_before_reopen = 0;
+  uint64_t kernel_drops = 0, ifdrops = 0;
   uint64_t last_frames = 0;
   LiveCtx ctx{&worker, link};
   SourceStatus status = SourceStatus::kOk;
+  const size_t drop_row = port_drops().add_port(
+      opts.live.interface, {CaptureDropCause::kKernel, CaptureDropCause::kInterface});
   auto read_drops = [&] {
     pcap_stat st{};
     if (pc && pcap_stats(pc, &st) == 0) {
-      worker.set_capture_drops(drops_before_reopen + st.ps_drop + st.ps_ifdrop);
+      kernel_drops = kernel_before_reopen + st.ps_drop;
+      ifdrops = ifdrop_before_reopen + st.ps_ifdrop;
+      worker.set_capture_drops(kernel_drops + ifdrops);
+      port_drops().set(drop_row, CaptureDropCause::kKernel, kernel_drops);
+      port_drops().set(drop_row, CaptureDropCause::kInterface, ifdrops);
     }
   };
   while (!stop.requested()) {
@@ -151,7 +160,8 @@ SourceStatus run_live_source(const SourceOptions& opts, Collector& out, std::str
       std::fprintf(stderr, "live: %s: %s; keeping %" PRIu64 " connections, reopening\n",
                    opts.live.interface.c_str(), pcap_geterr(pc), worker.counters().active_flows);
       read_drops();
-      drops_before_reopen = worker.counters().capture_drops;
+      kernel_before_reopen = kernel_drops;
+      ifdrop_before_reopen = ifdrops;
       worker.note_interface_down();
       pcap_close(pc);
       pc = nullptr;

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "exit_status.hpp"
+
 namespace spand {
 namespace {
 
@@ -210,7 +212,7 @@ int parse_command_line(CLI::App& app, const char* program, std::vector<std::stri
                        CommandLine& cl) {
   auto usage_error = [&](const std::string& msg) {
     std::fprintf(stderr, "%s: %s\nTry '%s --help'.\n", program, msg.c_str(), program);
-    return 2;
+    return exit_status::kUsage;
   };
   apply_aliases(args, cl);
   const std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -223,7 +225,7 @@ int parse_command_line(CLI::App& app, const char* program, std::vector<std::stri
   }
   if (cl.version) {
     if (cl.print_version) cl.print_version();
-    return 0;
+    return exit_status::kOk;
   }
   if (!cl.config_path.empty()) {
     const std::string config_path = cl.config_path;
@@ -242,7 +244,7 @@ int parse_command_line(CLI::App& app, const char* program, std::vector<std::stri
   if (cl.print_config) {
     const std::string text = effective_config_toml(app, cl);
     std::fwrite(text.data(), 1, text.size(), stdout);
-    return std::fflush(stdout) == 0 ? 0 : 3;
+    return std::fflush(stdout) == 0 ? exit_status::kOk : exit_status::kRuntime;
   }
   return -1;
 }

@@ -9,6 +9,7 @@
 #include <memory>
 #include <thread>
 
+#include "capture/port_drops.hpp"
 #include "control/service_stack.hpp"
 
 namespace spand {
@@ -21,12 +22,12 @@ void on_stop_signal(int) {
 
 class GatewayControlPlane final : public ControlPlane {
  public:
-  bool init(const ControlOptions& opts, std::string& error) {
+  bool init(const ControlOptions& opts, std::string& error, int* status) {
     StackOptions so;
     so.control = opts;
     so.watch_refresh_ms = opts.flush_interval_ms;
     so.program = "spand-gateway";
-    stack_ = ServiceStack::create(so, clock_, error);
+    stack_ = ServiceStack::create(so, clock_, error, status);
     return stack_ != nullptr;
   }
 
@@ -51,6 +52,7 @@ class GatewayControlPlane final : public ControlPlane {
     // Plain reads of the workers' monotonic counters (DPDK telemetry style); a handful of
     // additions per worker, so every tick, and the last tick before finish() is exact.
     stack_->set_capture_totals(total_counters(workers));
+    stack_->set_port_drops(port_drops().snapshot());
   }
 
   // With keep_serving (a replay followed by queries), blocks until SIGINT or SIGTERM, still
@@ -79,9 +81,10 @@ class GatewayControlPlane final : public ControlPlane {
 
 }  // namespace
 
-std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error) {
+std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error,
+                                                 int* status) {
   auto cp = std::make_unique<GatewayControlPlane>();
-  if (!cp->init(opts, error)) return nullptr;
+  if (!cp->init(opts, error, status)) return nullptr;
   return cp;
 }
 

@@ -46,7 +46,9 @@ class ControlPlane {
   virtual bool finish(bool keep_serving) = 0;
 };
 
-// Defined by the estimates component; returns nullptr with `error` set on bad options.
-std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error);
+// Defined by the estimates component; returns nullptr with `error` set on bad options or a port
+// that cannot be bound, and `status` (when given) the exit status (ServiceStack::create).
+std::unique_ptr<ControlPlane> make_control_plane(const ControlOptions& opts, std::string& error,
+                                                 int* status = nullptr);
 
 }  // namespace spand

@@ -20,6 +20,7 @@
 #include "control/cli_checks.hpp"
 #include "control/config_file.hpp"
 #include "control/control_plane.hpp"
+#include "exit_status.hpp"
 #include "spand_version.hpp"
 #ifdef SPAND_HAVE_DPDK
 #include <rte_version.h>
@@ -31,6 +32,9 @@
 #endif
 
 namespace {
+
+namespace exit_status = spand::exit_status;
+using spand::SourceStatus;
 
 constexpr const char* kDescription =
     "spand-gateway reconstructs every TCP connection passively (from a span port through DPDK, "
@@ -45,7 +49,11 @@ constexpr const char* kDescription =
 
 // Records or samples were lost: a write error on --flows-out/--samples-out/stdout, or samples
 // that did not reach Redis (unreachable, or dropped from the full backlog).
-constexpr int kExitOutputLoss = 5;
+constexpr int kExitOutputLoss = exit_status::kDataLoss;
+// A source's outcome is main()'s status: the sources use the shared table's numbers.
+static_assert(int(SourceStatus::kBadInput) == exit_status::kUsage);
+static_assert(int(SourceStatus::kRuntimeError) == exit_status::kRuntime);
+static_assert(int(SourceStatus::kCaptureLoss) == exit_status::kCaptureLoss);
 
 // After the options in --help (and so in the man page): what a script or a unit can rely on.
 constexpr const char* kExitStatus =
@@ -54,16 +62,18 @@ constexpr const char* kExitStatus =
     "  2  bad usage, configuration or input: an unknown option, a value out of range, a\n"
     "     configuration file error (FILE:LINE), an unreadable or damaged capture file, an\n"
     "     interface that cannot be opened\n"
-    "  3  runtime error\n"
+    "  3  runtime error: a gRPC or /metrics port that cannot be bound, a capture that fails\n"
+    "     while running\n"
     "  4  a live run that lost frames before the gateway (kernel or NIC drops) or whose\n"
     "     interface went away\n"
     "  5  records or samples lost: a write error on an output, or samples that did not reach\n"
     "     Redis\n"
-    "A lower status wins when several apply.";
+    "A lower status wins when several apply. The numbers mean the same in every spand binary\n"
+    "(docs/exit-status.md).";
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "spand-gateway: %s\nTry 'spand-gateway --help'.\n", msg.c_str());
-  return 2;
+  return exit_status::kUsage;
 }
 
 void print_gateway_version() {
@@ -318,7 +328,12 @@ int main(int argc, char** argv) {
                              !ctl.grpc_listen.empty() || !ctl.metrics_listen.empty();
   if (wants_control) {
 #ifdef SPAND_HAVE_ESTIMATES
-    control = make_control_plane(ctl, error);
+    int status = exit_status::kUsage;
+    control = make_control_plane(ctl, error, &status);
+    if (!control && status != exit_status::kUsage) {
+      std::fprintf(stderr, "spand-gateway: %s\n", error.c_str());
+      return status;
+    }
     if (!control) return usage_error(error);
     collector.set_sample_hook([&control](const Sample& s) {
       if (s.kind == SampleKind::kNewConnection) {

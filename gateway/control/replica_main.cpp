@@ -14,6 +14,7 @@
 #include "control/config_file.hpp"
 #include "control/service_stack.hpp"
 #include "estimates/redis_schema.hpp"
+#include "exit_status.hpp"
 #include "spand_version.hpp"
 
 namespace {
@@ -45,9 +46,11 @@ int main(int argc, char** argv) {
       "Exit status:\n"
       "  0  stopped by SIGINT or SIGTERM, the last Report samples written to Redis\n"
       "  2  bad usage or configuration (an unknown option, a value out of range, a\n"
-      "     configuration file error naming FILE:LINE), or the service could not start (a port\n"
-      "     that cannot be bound, an unreadable TLS file)\n"
-      "  5  Report samples that did not reach Redis at exit");
+      "     configuration file error naming FILE:LINE, an unreadable TLS or key file)\n"
+      "  3  runtime error: the gRPC or /metrics port cannot be bound (in use, an address not\n"
+      "     on this host)\n"
+      "  5  Report samples that did not reach Redis at exit\n"
+      "The numbers mean the same in every spand binary (docs/exit-status.md).");
   CommandLine cl;
   cl.print_version = [] { print_version("spand-estimates", {{"gRPC", grpc::Version()}}); };
   // Names before the options were unified across the binaries.
@@ -165,10 +168,11 @@ int main(int argc, char** argv) {
   so.capture_metrics = false;
   SettableClock clock;
   std::string error;
-  std::unique_ptr<ServiceStack> stack = ServiceStack::create(so, clock, error);
+  int status = exit_status::kUsage;
+  std::unique_ptr<ServiceStack> stack = ServiceStack::create(so, clock, error, &status);
   if (!stack) {
     std::fprintf(stderr, "spand-estimates: %s\n", error.c_str());
-    return 2;
+    return status;
   }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
@@ -215,5 +219,5 @@ int main(int argc, char** argv) {
   }
   const bool flushed = stack->finish();  // a loss is said on stderr
   stack->shutdown();
-  return flushed ? 0 : 5;
+  return flushed ? exit_status::kOk : exit_status::kDataLoss;
 }

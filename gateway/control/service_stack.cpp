@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "estimates/window_reader.hpp"
+#include "exit_status.hpp"
 #include "process_metrics.hpp"
 
 namespace spand {
@@ -144,7 +145,8 @@ bool StorePool::top_prefixes(uint64_t now_ns, size_t limit, std::vector<PrefixAc
 }
 
 std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, const Clock& clock,
-                                                   std::string& error) {
+                                                   std::string& error, int* status) {
+  if (status) *status = exit_status::kUsage;
   std::unique_ptr<ServiceStack> s(new ServiceStack());
   s->opts_ = opts;
   s->clock_ = &clock;
@@ -161,6 +163,7 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
       s->exposer_ = std::make_unique<prometheus::Exposer>(c.metrics_listen);
     } catch (const std::exception& e) {
       error = "cannot listen for /metrics on '" + c.metrics_listen + "': " + e.what();
+      if (status) *status = exit_status::kRuntime;
       return nullptr;
     }
     s->metrics_.export_capture(opts.capture_metrics);
@@ -202,7 +205,12 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
                             sec, error))
       return nullptr;
     s->server_ = start_grpc_server(c.grpc_listen, *s->service_, s->grpc_port_, error, sec);
-    if (!s->server_) return nullptr;
+    if (!s->server_) {
+      // The port was checked above (start_grpc_server: 0-65535): what is left is binding it.
+      if (status && s->grpc_port_ == 0 && error.rfind("cannot listen", 0) == 0)
+        *status = exit_status::kRuntime;
+      return nullptr;
+    }
   }
   return s;
 }

@@ -102,10 +102,12 @@ struct StackOptions {
 
 class ServiceStack final : public SampleSink {
  public:
-  // nullptr with `error` on bad options or a port that cannot be bound. Redis need not be up:
-  // the writer keeps a backlog and reconnects.
+  // nullptr with `error` on bad options or a port that cannot be bound; `status` (when given)
+  // then gets the exit status that fits (common/exit_status.hpp): kRuntime for a port that
+  // cannot be bound (in use, an address not on this host), kUsage otherwise. Redis need not be
+  // up: the writer keeps a backlog and reconnects.
   static std::unique_ptr<ServiceStack> create(const StackOptions& opts, const Clock& clock,
-                                              std::string& error);
+                                              std::string& error, int* status = nullptr);
   ~ServiceStack() override;
 
   // Report (gRPC threads): queued, handed to the writer by tick() on the host's thread.
@@ -118,6 +120,7 @@ class ServiceStack final : public SampleSink {
   void new_connection(const IpAddr& client);
   void tick(uint64_t capture_now_ns);
   void set_capture_totals(const CaptureTotals& t) { metrics_.set_capture_totals(t); }
+  void set_port_drops(const std::vector<PortDropTotal>& rows) { metrics_.set_port_drops(rows); }
   // Last flush (bounded). False, with one line on stderr, when samples did not reach Redis:
   // updates still in the backlog or dropped from it during the run.
   bool finish();

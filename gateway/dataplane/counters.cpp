@@ -28,6 +28,8 @@ void WorkerCounters::add(const WorkerCounters& o) {
   wc_unsound_pickup += o.wc_unsound_pickup;
   wc_unsound_evicted += o.wc_unsound_evicted;
   seq_jumps += o.seq_jumps;
+  for (size_t d = 0; d < 2; ++d)
+    for (size_t c = 0; c < 2; ++c) loss_events[d][c] += o.loss_events[d][c];
   capture_drops += o.capture_drops;
   capture_interface_down += o.capture_interface_down;
 }

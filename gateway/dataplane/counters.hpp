@@ -42,6 +42,10 @@ struct WorkerCounters {
   uint64_t wc_unsound_pickup = 0;
   uint64_t wc_unsound_evicted = 0;
   uint64_t seq_jumps = 0;  // segments that jumped beyond snd_max + the allowed gap
+  // Loss events as the tracker classifies them (the flow records' loss_events_fast and
+  // loss_events_timeout, counted when they start): [Dir of the sender][0 fast retransmit,
+  // 1 timeout].
+  uint64_t loss_events[2][2]{};
   // Set by a live source on this worker's thread: frames the kernel or the NIC dropped before
   // the gateway saw them (libpcap ps_drop + ps_ifdrop, DPDK imissed + rx_nombuf), and the times
   // the interface went away.

@@ -77,6 +77,7 @@ bool Tracker::on_syn(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, boo
     // becomes ambiguous; the SYN-to-SYN-ACK leg restarts from the newest SYN below.
     bump(l.rexmt_timeout);
     bump(l.loss_timeout);
+    ++emit_.counters->loss_events[size_t(d)][1];
     bump(l.loss_by_flight[1][0]);  // the SYN was the whole flight
     // The SYN timer ran from the previous SYN (a SYN-ACK: from the previous SYN-ACK).
     HalfFlow& timer = synack ? f.h(Dir::kS2C) : snd;

@@ -141,6 +141,7 @@ void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t wait_us) {
   LossState& l = loss(h);
   h.flags |= kHfLossSeen;
   bump(timeout ? l.loss_timeout : l.loss_fast);
+  ++emit_.counters->loss_events[size_t(d)][timeout ? 1 : 0];
   bump(l.loss_by_flight[timeout ? 1 : 0][loss_flight_class(flight_segments(h))]);
   if (timeout) l.timeout_wait_us += wait_us;
   cwnd_on_loss(h, l, timeout);

@@ -103,6 +103,14 @@ Metrics::Metrics()
                               "(libpcap ps_drop + ps_ifdrop, DPDK imissed + rx_nombuf)")
                           .Register(cr)
                           .Add({});
+  port_dropped_family_ =
+      &BuildCounter()
+           .Name("spand_capture_port_dropped_total")
+           .Help(
+               "Frames dropped before the gateway saw them, per capture port or interface and "
+               "cause (DPDK imissed, rx_nombuf; libpcap kernel = ps_drop, interface = "
+               "ps_ifdrop); spand_capture_dropped_total is their sum")
+           .Register(cr);
   capture_interface_down_ = &BuildCounter()
                                  .Name("spand_capture_interface_down_total")
                                  .Help("Times a live interface went down or away")
@@ -157,6 +165,19 @@ Metrics::Metrics()
   wc_unsound_seq_jump_ = &unsound.Add({{"reason", "seq_jump"}});
   wc_unsound_pickup_ = &unsound.Add({{"reason", "pickup"}});
   wc_unsound_evicted_ = &unsound.Add({{"reason", "evicted"}});
+  auto& losses = BuildCounter()
+                     .Name("spand_loss_events_total")
+                     .Help(
+                         "Loss events the gateway saw, by how the sender recovered (class: "
+                         "fast_retransmit, timeout; a resent SYN or SYN-ACK is a timeout) and by "
+                         "the sender's direction (s2c: servers' data, c2s: clients')")
+                     .Register(cr);
+  for (size_t d = 0; d < 2; ++d) {
+    for (size_t c = 0; c < 2; ++c) {
+      loss_events_[d][c] = &losses.Add({{"class", c == 0 ? "fast_retransmit" : "timeout"},
+                                        {"direction", d == 0 ? "c2s" : "s2c"}});
+    }
+  }
   // The service's, not the agent's: what agents sent, as the service received it.
   auto& agent = BuildCounter()
                     .Name("spand_report_samples_total")
@@ -294,9 +315,28 @@ void Metrics::set_capture_totals(const CaptureTotals& t) {
   advance(wc_unsound_seq_jump_, t.wc_unsound_seq_jump, b.wc_unsound_seq_jump);
   advance(wc_unsound_pickup_, t.wc_unsound_pickup, b.wc_unsound_pickup);
   advance(wc_unsound_evicted_, t.wc_unsound_evicted, b.wc_unsound_evicted);
+  for (size_t d = 0; d < 2; ++d)
+    for (size_t c = 0; c < 2; ++c)
+      advance(loss_events_[d][c], t.loss_events[d][c], b.loss_events[d][c]);
   connections_active_->Set(double(t.active_flows));
   loss_states_->Set(double(t.loss_states));
   last_capture_ = t;
+}
+
+void Metrics::set_port_drops(const std::vector<PortDropTotal>& rows) {
+  std::lock_guard lock(totals_mu_);
+  for (const PortDropTotal& r : rows) {
+    auto it = std::find_if(
+        port_dropped_.begin(), port_dropped_.end(),
+        [&r](const PortDropSeries& s) { return s.cause == r.cause && s.port == r.port; });
+    if (it == port_dropped_.end()) {
+      prometheus::Counter* c = &port_dropped_family_->Add(
+          {{"port", r.port}, {"cause", capture_drop_cause_name(r.cause)}});
+      it = port_dropped_.insert(port_dropped_.end(), {r.port, r.cause, c, 0});
+    }
+    advance(it->counter, r.total, it->last);
+    it->last = std::max(it->last, r.total);
+  }
 }
 
 void Metrics::set_writer_totals(const WriterTotals& t) {

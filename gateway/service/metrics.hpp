@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "capture/port_drops.hpp"
 #include "dataplane/packet.hpp"
 #include "dataplane/prefix.hpp"
 #include "dataplane/worker.hpp"
@@ -92,6 +93,9 @@ class Metrics {
   void count_estimate(v1::Verdict v);
   // Totals since start; counters advance by the difference from the previous call.
   void set_capture_totals(const CaptureTotals& t);
+  // Capture loss per port and cause (capture/port_drops.hpp's snapshot): totals since start,
+  // spand_capture_port_dropped_total{port, cause} advances by the difference.
+  void set_port_drops(const std::vector<PortDropTotal>& rows);
   void set_writer_totals(const WriterTotals& t);
   // Loss figures of every finished connection's server->client data (ServiceStack::add_flow),
   // totals since start: spand_server_flows_total{flight} from flows and never4.
@@ -116,6 +120,14 @@ class Metrics {
   prometheus::Counter* drops_rtt_unmeasurable_;
   prometheus::Counter* capture_dropped_;
   prometheus::Counter* capture_interface_down_;
+  prometheus::Family<prometheus::Counter>* port_dropped_family_;
+  struct PortDropSeries {
+    std::string port;
+    CaptureDropCause cause;
+    prometheus::Counter* counter;
+    uint64_t last;
+  };
+  std::vector<PortDropSeries> port_dropped_;
   prometheus::Gauge* connections_active_;
   prometheus::Gauge* loss_states_;
   prometheus::Counter* connections_created_;
@@ -124,6 +136,8 @@ class Metrics {
   prometheus::Counter* wc_unsound_seq_jump_;
   prometheus::Counter* wc_unsound_pickup_;
   prometheus::Counter* wc_unsound_evicted_;
+  // [direction: 0 c2s, 1 s2c (dataplane Dir)][0 fast_retransmit, 1 timeout]
+  prometheus::Counter* loss_events_[2][2]{};
   prometheus::Counter* samples_rtt_;
   prometheus::Counter* flows_never4_;
   prometheus::Counter* flows_reached4_;

@@ -53,8 +53,14 @@ void usage(std::FILE* out) {
       "                             flags) as TOML that --config reads back, and exit\n"
       "      --version              print the version and the libraries' versions, and exit\n"
       "  -h, --help\n"
-      "exit status: 0 ok, 1 runtime error, 2 bad usage or configuration, 3 another agent\n"
-      "holds the pin directory or a pacing device, 4 missing privileges\n");
+      "\n"
+      "Exit status:\n"
+      "  0  stopped by SIGTERM or SIGINT, or --once done; everything applied removed\n"
+      "  2  bad usage or configuration (an unknown option, a value out of range, FILE:LINE)\n"
+      "  3  runtime error (BPF load or attach, rtnetlink, the metrics port, ...)\n"
+      "  6  busy: another agent holds the pin directory or a pacing device\n"
+      "  7  missing privileges (the capabilities are named on stderr)\n"
+      "The numbers mean the same in every spand binary (docs/exit-status.md).\n");
 }
 
 // PORT:BYTES[:B] with the config file's ranges (port 0..65535, response_bytes 1..2^63-1, b 1..2).

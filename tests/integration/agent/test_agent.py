@@ -410,7 +410,7 @@ def test_refuses_without_privileges():
     r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         "--inh-caps=-all", "--bounding-set=-all", AGENT, "--metrics", "",
                         "-f", ef, "-p", "80:1000"], capture_output=True, text=True)
-    assert r.returncode == 4, r.stderr
+    assert r.returncode == 7, r.stderr  # docs/exit-status.md: missing privileges
     assert "missing privileges" in r.stderr and "CAP_NET_ADMIN" in r.stderr
 
 

@@ -18,7 +18,7 @@ from test_agent import (AGENT, EXPECTED, PAPER, PORT, SIZE, cgroup_progs, est, e
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (netns, BPF, tracefs)")
 
 STAT_EXPIRED = 17  # enum spand_stat in agents/libspand/spand_maps.h
-EXIT_BUSY = 3      # spand-agent: another agent holds the pin directory or a pacing device
+EXIT_BUSY = 6      # docs/exit-status.md: another agent holds the pin directory or a pacing device
 KERNEL_IW = 10     # Linux's initial window
 NO_SSTHRESH = 0x7fffffff
 
@@ -102,7 +102,7 @@ def test_second_agent_on_a_pin_directory_refuses_and_leaves_the_first_alone():
 def test_second_agent_on_a_pacing_device_refuses_and_leaves_the_first_alone():
     """Two agents on different pin directories (different cgroups) but one --pace-device: the
     second would replace the first one's HTB root qdisc and delete it at exit. It refuses with
-    exit 3 before changing anything, naming the first; the first's qdisc and classes stay."""
+    exit 6 (busy) before changing anything, naming the first; the first's qdisc and classes stay."""
     with Lab("sf3") as lab:
         pins, pins_b = pin_dir("sf3"), pin_dir("sf3b")
         other_cgroup = lab.cgroup + "_b"

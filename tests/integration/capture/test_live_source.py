@@ -5,6 +5,7 @@ that goes away and comes back (said, counted, exit status 4, flows kept), bad op
 Needs root and network namespaces; skipped otherwise."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -167,3 +168,67 @@ def test_bad_interface_and_two_inputs(tmp_path):
     r = subprocess.run([GATEWAY, "--interface", "lo", "--pcap", "/dev/null"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "one input" in r.stderr, r.stderr
+
+
+def scrape(ns, port):
+    """The gateway's /metrics, from inside its namespace: {(name, labels text): value}."""
+    out = subprocess.run(in_ns(ns, [sys.executable, "-c",
+                                    "import urllib.request,sys; sys.stdout.write(urllib.request."
+                                    "urlopen('http://127.0.0.1:%d/metrics', timeout=5).read()"
+                                    ".decode())" % port]),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    series = {}
+    for line in out.stdout.splitlines():
+        m = re.match(r"^(\w+)(\{[^}]*\})? (\S+)$", line)
+        if m:
+            series[(m.group(1), m.group(2) or "")] = float(m.group(3))
+    return series
+
+
+def test_kernel_drops_per_interface_in_metrics(net, tmp_path):
+    """Frames the kernel dropped while the gateway was stopped (SIGSTOP, a 1 MiB ring) show in
+    /metrics per interface and cause, and their sum is spand_capture_dropped_total; the run
+    exits 4 (capture loss). Redis is not running: samples wait in the backlog."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        redis_port = s.getsockname()[1]  # nothing listens there
+    metrics_port = 19464
+    gw, _, _ = start_gateway(tmp_path, "--buffer-mb", "1", "--redis",
+                             "redis://127.0.0.1:%d" % redis_port, "--metrics-listen",
+                             "127.0.0.1:%d" % metrics_port)
+    try:
+        # Both causes libpcap reports are there from the first tick on, at 0.
+        keys = [("spand_capture_port_dropped_total", '{cause="%s",port="lvs"}' % cause)
+                for cause in ("kernel", "interface")]
+        deadline = time.monotonic() + WAIT_S
+        before = scrape(NS_S, metrics_port)
+        while not all(k in before for k in keys) and time.monotonic() < deadline:
+            time.sleep(0.2)
+            before = scrape(NS_S, metrics_port)
+        assert [before.get(k) for k in keys] == [0, 0], sorted(k for k in before if "drop" in k[0])
+        gw.send_signal(signal.SIGSTOP)
+        # 4 transfers of 4 MB: about 11,000 full-size frames each way's data; a 1 MiB ring
+        # holds a few hundred, so most of them are dropped while nobody reads the ring.
+        run_transfers(4, 4_000_000)
+        gw.send_signal(signal.SIGCONT)
+        # The counters move once a second; a scrape may fall between the total's update and
+        # the ports' (one tick), so wait for both to settle.
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            after = scrape(NS_S, metrics_port)
+            kernel = after[keys[0]]
+            per_port = sum(v for (name, _), v in after.items()
+                           if name == "spand_capture_port_dropped_total")
+            total = after[("spand_capture_dropped_total", "")]
+            if (kernel > 0 and per_port == total) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert kernel > 0, sorted((k, v) for k, v in after.items() if "drop" in k[0])
+        assert per_port == total, (per_port, total)
+    finally:
+        gw.send_signal(signal.SIGCONT)
+        gw.send_signal(signal.SIGTERM)
+        _, err = gw.communicate(timeout=WAIT_S)
+    assert gw.returncode == 4, err  # capture loss comes before the samples Redis did not get
+    assert "capture loss" in err, err

@@ -439,7 +439,8 @@ def run(tmp):
                   f"spandctl get {j['prefix']}: loss figures {j}")
     out = subprocess.run([SPANDCTL, "--server", f"127.0.0.1:{gport}", "get", "1.2.3.4/33"],
                          capture_output=True, text=True, timeout=30)
-    check(out.returncode == 1 and "INVALID_ARGUMENT" in out.stderr,
+    # docs/exit-status.md: an error status from the server is a runtime failure, 3.
+    check(out.returncode == 3 and "INVALID_ARGUMENT" in out.stderr,
           f"spandctl bad address: rc {out.returncode} {out.stderr}")
 
     # --- Report enters the same window; Watch sees the update -------------------------------------

@@ -6,6 +6,7 @@ Binaries come from the environment (meson sets SPAND_GATEWAY, SPAND_ESTIMATES, S
 SPAND_AGENT); a binary this build lacks is skipped."""
 import os
 import re
+import socket
 import sys
 import subprocess
 import tempfile
@@ -179,17 +180,115 @@ def test_replica_names_the_clock_key_of_its_prefix():
     assert "spand:{g}:clock" not in r.stdout and "PREFIX:{g}:clock" in r.stdout, r.stdout
 
 
-@pytest.mark.parametrize("name", ["spand-gateway", "spand-estimates"])
-def test_help_lists_the_exit_statuses(name):
-    """The daemons' --help (and so their man pages) ends with the exit statuses their units and
-    scripts rely on; each status the code returns is there."""
+def doc_exit_table():
+    """docs/exit-status.md's table: {status: set of binaries}."""
+    text = open(os.path.join(ROOT, "docs", "exit-status.md")).read()
+    rows = re.findall(r"^\| ([0-9]+) \| [^|]+ \| [^|]+ \| ([^|]+) \|$", text, re.M)
+    return {int(n): {b.strip() for b in who.split(",")} for n, who in rows}
+
+
+def header_exit_table():
+    """common/exit_status.hpp's constants: {name: status}."""
+    text = open(os.path.join(ROOT, "common", "exit_status.hpp")).read()
+    return {k: int(v) for k, v in re.findall(r"constexpr int (k\w+) = ([0-9]+);", text)}
+
+
+def help_exit_statuses(name):
+    """The statuses listed under 'Exit status:' at the end of a binary's --help."""
     r = run(binary(name), "--help")
     assert r.returncode == 0
     tail = r.stdout.split("Exit status:", 1)
     assert len(tail) == 2, r.stdout[-500:]
-    listed = set(re.findall(r"^  ([0-9])  ", tail[1], re.M))
-    expected = {"spand-gateway": {"0", "2", "3", "4", "5"}, "spand-estimates": {"0", "2", "5"}}
-    assert listed == expected[name], listed
+    return {int(n) for n in re.findall(r"^  ([0-9])  ", tail[1], re.M)}
+
+
+def test_exit_statuses_are_one_table():
+    """docs/exit-status.md, common/exit_status.hpp and every binary's --help (so its man page)
+    give one table: the same numbers, each binary listing exactly the rows the doc gives it."""
+    doc = doc_exit_table()
+    # The seven rows written out by hand (the doc's reasons): 0 ok, 2 usage, 3 runtime, 4 capture
+    # loss, 5 data loss, 6 busy, 7 privileges; 1 is deliberately unused.
+    assert sorted(doc) == [0, 2, 3, 4, 5, 6, 7], doc
+    assert sorted(header_exit_table().values()) == sorted(doc), header_exit_table()
+    assert header_exit_table()["kRuntime"] == 3 and header_exit_table()["kUsage"] == 2
+    for name in BINARIES:
+        listed = help_exit_statuses(name)
+        expected = {n for n, who in doc.items() if name in who}
+        assert listed == expected, (name, listed, expected)
+
+
+def free_port():
+    """A local TCP port nothing listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def busy_port():
+    """A local TCP port held by a listening socket for the test's duration."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+def test_spandctl_without_a_server_is_a_runtime_error():
+    # Nothing listens on the port: the connection is refused, gRPC says UNAVAILABLE. The
+    # command line is fine (the same one gets 0 from a server), so 3, not 2.
+    r = run(binary("spandctl"), "--server", "127.0.0.1:%d" % free_port(), "--timeout-ms", "3000",
+            "get", "198.51.100.7")
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert "UNAVAILABLE" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("option", ["--metrics-listen", "--grpc-listen"])
+def test_daemons_exit_3_when_their_port_is_in_use(option, busy_port):
+    """A port another process holds is a runtime failure (3): a unit restarts on it, unlike a
+    configuration error (2). Redis need not be up for the service to start."""
+    other = "--grpc-listen" if option == "--metrics-listen" else "--metrics-listen"
+    common = ["--redis", "redis://127.0.0.1:%d" % free_port(), other, "127.0.0.1:0",
+              option, "127.0.0.1:%d" % busy_port]
+    r = run(binary("spand-estimates"), "--clock", "wall", *common)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert str(busy_port) in r.stderr, r.stderr
+    r = run(binary("spand-gateway"), "--pcap", PCAP, *common)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert str(busy_port) in r.stderr, r.stderr
+
+
+def agent_estimates(tmp_path):
+    path = tmp_path / "estimates.json"
+    path.write_text('{"estimates": [{"prefix": "10.77.1.0/24", "wc_segments": 20, '
+                    '"rtt_ms": 40, "samples": 50, "verdict": "USE_ESTIMATE"}]}')
+    path.chmod(0o644)
+    return str(path)
+
+
+def test_agent_runtime_error_without_root(tmp_path, busy_port):
+    """A dry run needs no privileges; its /metrics port held by another process makes it a
+    runtime failure (3) after a valid command line."""
+    r = run(binary("spand-agent"), "--dry-run", "--once", "-f", agent_estimates(tmp_path),
+            "-p", "80:1000", "--metrics-listen", "127.0.0.1:%d" % busy_port)
+    assert r.returncode == 3, (r.returncode, r.stderr)
+    assert "/metrics on 127.0.0.1:%d" % busy_port in r.stderr, r.stderr
+    # The same command with a free port runs its one refresh and exits 0.
+    r = run(binary("spand-agent"), "--dry-run", "--once", "-f", agent_estimates(tmp_path),
+            "-p", "80:1000", "--metrics-listen", "127.0.0.1:%d" % free_port())
+    assert r.returncode == 0, (r.returncode, r.stderr)
+
+
+def test_agent_without_privileges_exits_7(tmp_path):
+    """Route mode without CAP_NET_ADMIN: 7, the capability named. Run as is when not root; as
+    root, with every capability dropped by setpriv (util-linux)."""
+    argv = [binary("spand-agent"), "--metrics-listen", "", "--mode", "route",
+            "-f", agent_estimates(tmp_path), "-p", "80:1000"]
+    if os.geteuid() == 0:
+        argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                "--bounding-set=-all"] + argv
+    r = run(*argv)
+    assert r.returncode == 7, (r.returncode, r.stderr)
+    assert "missing privileges" in r.stderr and "CAP_NET_ADMIN" in r.stderr, r.stderr
 
 
 def test_config_file_missing_is_a_usage_error():

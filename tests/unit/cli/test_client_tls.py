@@ -98,6 +98,8 @@ def spandctl(port, pki, *tls, server='127.0.0.1'):
     return run(mapped + ['get', '198.51.100.7'])
 
 
+# docs/exit-status.md: the server answered an error or could not be reached.
+EXIT_RUNTIME = 3
 MTLS = ('--tls-ca', 'ca', '--tls-cert', 'client_cert', '--tls-key', 'client_key')
 
 
@@ -116,7 +118,7 @@ def test_spandctl_mutual_tls(fake_server, pki):
                  'client_key'),
                 MTLS + ('--tls-server-name', 'other.example')):
         p = spandctl(port, pki, *tls)
-        assert p.returncode == 1, (tls, p.stdout, p.stderr)
+        assert p.returncode == EXIT_RUNTIME, (tls, p.stdout, p.stderr)
         assert 'UNAVAILABLE' in p.stderr, (tls, p.stderr)
     assert len(calls) == n  # none of them reached the handler
     # The certificate names localhost: with the name given, an address works too.
@@ -156,9 +158,10 @@ def test_spandctl_against_spand_estimates_with_mutual_tls(pki):
         assert port, 'spand-estimates did not start'
         threading.Thread(target=svc.stderr.read, daemon=True).start()
         p = spandctl(port, pki, *MTLS)
-        assert p.returncode == 1 and 'estimate store unavailable' in p.stderr, p.stderr
+        assert p.returncode == EXIT_RUNTIME and 'estimate store unavailable' in p.stderr, p.stderr
         p = spandctl(port, pki, '--tls-ca', 'ca')  # no client certificate
-        assert p.returncode == 1 and 'estimate store unavailable' not in p.stderr, p.stderr
+        assert p.returncode == EXIT_RUNTIME and 'estimate store unavailable' not in p.stderr, \
+            p.stderr
         assert 'UNAVAILABLE' in p.stderr
     finally:
         svc.send_signal(signal.SIGTERM)

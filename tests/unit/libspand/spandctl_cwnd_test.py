@@ -73,6 +73,9 @@ def bad_usage(spandctl):
         (["cwnd", "--wc", "10", "--bytes", "16000"], "--bytes needs --mss"),
         (["cwnd", "--wc", "10", "--segments", "11", "--variant", "reno"], "is not loss-free"),
         (["cwnd", "--wc", "99999999999", "--segments", "11"], "too large"),
+        # Parsed (it fits 32 bits) but one above SPAND_WC_MAX_SEGMENTS = 0xFFFFFFFE: libspand
+        # refuses it with SPAND_ERANGE, bad input (docs/exit-status.md), 2.
+        (["cwnd", "--wc", "4294967295", "--segments", "11"], "value out of range"),
         (["cwnd", "--wc"], "--wc needs a value"),
         (["frobnicate"], "unknown command"),
     ]
