@@ -500,14 +500,18 @@ def warmup_rounds(cfg, rng, n):
     # Both the default arm and the spand arm: before the agent applies anything the spand arm is
     # default TCP too, and its connections are the ones the agent's program sees (its cgroup),
     # so they give the agent its own path readings (ACK trains, delivery rate).
-    # Transfers of 100 KB at most: the warm-up fills the estimate window, and eight 1 MB
-    # transfers on Scenario 3's path (10-18 s each) outlast the client's 120 s.
-    sizes = [s for s in cfg['traffic']['sizes'] if s <= 100000] or [100000]
+    # Every size's port (the agent applies per port), but 100 KB at most per transfer: the
+    # warm-up fills the estimate window, and eight 1 MB transfers on Scenario 3's path (10-18 s
+    # each) outlast the client's 120 s.
+    sizes = cfg['traffic']['sizes']
     arms = ['default', 'spand'] if 'spand' in cfg['traffic']['arms'] else ['default']
-    return [{'round': -1, 'phase': 'warmup', 'idle_s': round(rng.uniform(0.1, 0.3), 3),
-             'slots': [slot(cfg, rng, rng.choice(arms), rng.choice(sizes), rng.choice(CLIENTS),
-                            0)]}
-            for _ in range(n)]
+    rounds = []
+    for _ in range(n):
+        s = slot(cfg, rng, rng.choice(arms), rng.choice(sizes), rng.choice(CLIENTS), 0)
+        s['size'] = min(s['size'], 100000)
+        rounds.append({'round': -1, 'phase': 'warmup', 'idle_s': round(rng.uniform(0.1, 0.3), 3),
+                       'slots': [s]})
+    return rounds
 
 
 def start_path_change(cfg, t_first, results):
