@@ -373,8 +373,10 @@ def start_services(cfg, build, out, t0):
     if agent.p.poll() is not None:
         raise RuntimeError(f'spand-agent exited {agent.p.returncode}; see {out}/agent.log')
     # Servers: the spand arm in the agent's cgroup, the others in a cgroup it does not manage.
+    # (spand_scalable exists only while the agent registers it: only when the arm runs.)
     plain = [f'{p}:{arm}:{cc}' for arm, (ns, cg, p, cc, _) in ARMS.items()
-             if ns == NS_SRV and cg == CG_PLAIN] + [f'{PORT_BULK}:bulk:cubic']
+             if ns == NS_SRV and cg == CG_PLAIN and (arm != 'scalable' or scalable)]
+    plain += [f'{PORT_BULK}:bulk:cubic']
     spand = [f'{port}:spand:{ARMS["spand"][3]}' for port in ports.values()]
     srv2 = [f'{ARMS["reno-nossr"][2]}:reno-nossr:reno']
     for name, ns, cg, specs in (('server_plain', NS_SRV, CG_PLAIN, plain),
