@@ -158,6 +158,9 @@ struct HalfCore {
   // A gap of the LossState may be open (set with each gap, cleared when ACKs closed them all):
   // an ACK reads the LossState only then, not on every ACK after the direction's first loss.
   uint8_t gaps_open : 1 = 0;
+  // The direction sent payload (HalfSend::data_packets > 0), here so that checking whether a
+  // flow is verified (note_verified in tracker.cpp) reads no HalfSend.
+  uint8_t data_seen : 1 = 0;
 };
 static_assert(sizeof(HalfCore) == 32);
 

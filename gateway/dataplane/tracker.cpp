@@ -43,7 +43,7 @@ inline void note_verified(Flow& f, Dir d, const ParsedPacket& p) {
   const HalfFlow snd = f.h(d);
   const HalfFlow other = f.h(opposite(d));
   if (f.handshake_done ||
-      (other.c.packets && (p.payload_len || snd.s.data_packets || other.s.data_packets)))
+      (other.c.packets && (p.payload_len || snd.c.data_seen || other.c.data_seen)))
     f.verified = 1;
 }
 
@@ -86,7 +86,10 @@ inline void start_sequence_space(HalfFlow h, uint32_t seq) {
 inline void count_bytes(HalfFlow h, uint32_t seq, uint32_t len, uint16_t sig, uint32_t now_us) {
   h.s.bytes += len;
   if (len > 0) {
-    if (++h.s.data_packets == 1) h.c.first_data_us = now_us;
+    if (++h.s.data_packets == 1) {
+      h.c.first_data_us = now_us;
+      h.c.data_seen = 1;
+    }
     h.s.last_data_us = now_us;
   }
   h.s.last_seq = seq;
