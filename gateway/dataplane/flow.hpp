@@ -4,7 +4,6 @@
 // rebased before they overflow); sequence numbers are raw 32-bit and compared modulo 2^32.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 
 #include "dataplane/flow_record.hpp"
@@ -126,27 +125,55 @@ struct alignas(64) LossState {
 };
 static_assert(sizeof(LossState) == 128);
 
-// One direction's sender, as seen from the monitor, in three parts by when they are touched
-// (hot/cold layout, issue 16): the Flow keeps each part of both directions together so that a
-// packet touches three of its five cache lines on the common path (see Flow). Rare state is in the
-// direction's LossState.
-//
-// HalfCore: what every packet of the connection reads or writes, whichever side sent it: the
-// packet's sender counts it and checks its IPv4 ID; the ACK it carries is checked against the
-// other side's sequence space (snd_una, snd_max, flags, the duplicate-ACK count). Also fields
-// written once (isn, first_data_us, wscale), which cost nothing here because this line is in
-// cache anyway.
-struct HalfCore {
-  uint32_t packets = 0;
-  uint32_t snd_una = 0;  // highest cumulative ACK from the peer
-  uint32_t snd_max = 0;  // highest sequence sent + 1
-  uint32_t loss = 0;     // this direction's LossState in the tracker's pool (0: none yet)
+// One direction's sender, as seen from the monitor: what every packet of a connection reads or
+// writes. Rare state is in its LossState.
+struct HalfFlow {
+  // Totals.
+  uint64_t bytes = 0;  // payload bytes, resends included (capture copies not)
+  uint64_t rtt_sum_us = 0;
+
+  // Sequence space.
   uint32_t isn = 0;      // first sequence number (SYN, or first segment when picked up mid-stream)
+  uint32_t snd_max = 0;  // highest sequence sent + 1
+  uint32_t snd_una = 0;  // highest cumulative ACK from the peer
+  uint32_t round_end = 0;  // snd_max at the start of the current round (one flight)
+  uint32_t timed_end = 0;  // Karn: end of the segment being timed for a data-to-ACK sample
+  uint32_t ts_val = 0;     // TSval being timed for an echo sample
+  uint32_t last_seq = 0;   // seq of the last data segment (capture-duplicate detection)
+
+  // Times, microseconds relative to the flow's base.
+  // Handshake: in kC2S the client's newest SYN (a resent one restarts the timer), in kS2C the
+  // first SYN-ACK.
+  uint32_t syn_us = 0;
+  uint32_t timed_us = 0;
+  uint32_t ts_us = 0;
+  uint32_t last_send_us = 0;
+  uint32_t last_progress_us = 0;  // last ACK of new data (the retransmission timer's restart)
   uint32_t first_data_us = 0;
+  uint32_t last_data_us = 0;
+
+  uint32_t packets = 0;
+  uint32_t data_packets = 0;
+  uint32_t rtt_count = 0;
+  uint32_t rtt_min_us = 0;
+  uint32_t rtt_max_us = 0;
+  uint32_t srtt_us = 0;  // smoothed as RFC 6298, for the RTO and idle-restart guesses
+  uint32_t rttvar_us = 0;
+
+  // Congestion-control replica (windows in 1/65536 segment; at most 65535 segments).
+  uint32_t cwnd_q16 = 0;
+  uint32_t loss = 0;  // this direction's LossState in the tracker's pool (0: none yet)
+  uint16_t ssthresh_seg = 0xffff;
+  uint16_t smss = 0;              // sender segment size in bytes (options excluded)
+  uint16_t mss_opt = 0;           // MSS option this side announced
+  uint16_t round_flight_seg = 0;  // largest flight in the current round
+  uint16_t max_flight_seg = 0;
+
   uint16_t max_ip_id = 0;  // newest IPv4 ID this sender used (capture-duplicate detection)
+  uint16_t last_sig = 0;   // fold of ack/len/window of the last data segment
   uint16_t flags = 0;
-  uint16_t mss_opt = 0;  // MSS option this side announced
   uint8_t wscale = 0xff;
+  uint8_t wc_count = 0;  // W_c samples taken (saturating)
   CcState cc : 2 = CcState::kSlowStart;
   // Duplicate ACKs in a row, saturating at kMaxDupacks (the tracker only asks for 0, >= 1, >= 3).
   static constexpr uint8_t kMaxDupacks = 7;
@@ -158,75 +185,16 @@ struct HalfCore {
   // A gap of the LossState may be open (set with each gap, cleared when ACKs closed them all):
   // an ACK reads the LossState only then, not on every ACK after the direction's first loss.
   uint8_t gaps_open : 1 = 0;
-  // The direction sent payload (HalfSend::data_packets > 0), here so that checking whether a
-  // flow is verified (note_verified in tracker.cpp) reads no HalfSend.
-  uint8_t data_seen : 1 = 0;
 };
-static_assert(sizeof(HalfCore) == 32);
-
-// HalfSend: what the direction's data segments and the ACKs of its data use: the timed segment
-// and TSval, the replica (cwnd, ssthresh, rounds, flight), byte and data counters, the times of
-// its sends. One cache line per direction; a pure ACK touches only the line of the side it acks.
-struct alignas(64) HalfSend {
-  uint64_t bytes = 0;      // payload bytes, resends included (capture copies not)
-  uint32_t round_end = 0;  // snd_max at the start of the current round (one flight)
-  uint32_t timed_end = 0;  // Karn: end of the segment being timed for a data-to-ACK sample
-  uint32_t ts_val = 0;     // TSval being timed for an echo sample
-  uint32_t last_seq = 0;   // seq of the last data segment (capture-duplicate detection)
-  // Times, microseconds relative to the flow's base.
-  uint32_t timed_us = 0;
-  uint32_t ts_us = 0;
-  uint32_t last_send_us = 0;
-  uint32_t last_progress_us = 0;  // last ACK of new data (the retransmission timer's restart)
-  uint32_t last_data_us = 0;
-  uint32_t data_packets = 0;
-  // Congestion-control replica (windows in 1/65536 segment; at most 65535 segments).
-  uint32_t cwnd_q16 = 0;
-  uint16_t ssthresh_seg = 0xffff;
-  uint16_t smss = 0;              // sender segment size in bytes (options excluded)
-  uint16_t round_flight_seg = 0;  // largest flight in the current round
-  uint16_t max_flight_seg = 0;
-  uint16_t last_sig = 0;  // fold of ack/len/window of the last data segment
-  uint8_t wc_count = 0;   // W_c samples taken (saturating)
-};
-static_assert(sizeof(HalfSend) == 64);
-
-// HalfRtt: written when an RTT sample is taken (about one packet in three on the benchmark mix),
-// read for the RTO (a resend, a send after idle) and at close; and the handshake's SYN time.
-struct HalfRtt {
-  uint64_t rtt_sum_us = 0;
-  uint32_t rtt_count = 0;
-  uint32_t rtt_min_us = 0;
-  uint32_t rtt_max_us = 0;
-  uint32_t srtt_us = 0;  // smoothed as RFC 6298, for the RTO and idle-restart guesses
-  uint32_t rttvar_us = 0;
-  // Handshake: in kC2S the client's newest SYN (a resent one restarts the timer), in kS2C the
-  // first SYN-ACK.
-  uint32_t syn_us = 0;
-};
-static_assert(sizeof(HalfRtt) == 32);
-
-// One direction of a Flow: references to its three parts (Flow::h()). A handle, passed by value.
-struct HalfFlow {
-  HalfCore& c;
-  HalfSend& s;
-  HalfRtt& r;
-};
+static_assert(sizeof(HalfFlow) == 128);
 
 constexpr uint8_t kCloseNone = 7;
 
 enum class FlowPhase : uint8_t { kSynOnly = 0, kEstablished = 1, kClosing = 2 };
 
 // Aligned to cache lines, and a whole number of them, so that a flow spans no line it does not
-// use. Five lines, by when a packet touches them (issue 16's hot/cold layout):
-//   line 0  the shared part: key, clock, phase and roles (every packet; the timeout sweep)
-//   line 1  HalfCore of both directions (every packet)
-//   line 2  HalfSend of the client's direction    } a data segment touches its sender's; a pure
-//   line 3  HalfSend of the server's direction    } ACK the one of the side it acknowledges
-//   line 4  HalfRtt of both directions (RTT samples, RTO, handshake, close)
-// So an in-order data segment touches lines 0, 1 and its sender's HalfSend, a pure ACK lines 0,
-// 1, the acked side's HalfSend and line 4 when it completes an RTT sample; the worker prefetches
-// only those (FlowLine, lines_for_packet()).
+// use: the worker prefetches all of them per packet. Five lines: the shared part, then 128 bytes
+// per direction.
 struct alignas(64) Flow {
   // First cache line: what a lookup and the timeout sweep read (key, phase, last_ns).
   FlowKey key;
@@ -247,44 +215,10 @@ struct alignas(64) Flow {
   uint64_t last_ns = 0;  // time of the newest packet
   int32_t syn_synack_us = -1;
   int32_t synack_ack_us = -1;
-  // The directions' parts, indexed by Dir.
-  HalfCore core[2];
-  HalfSend send[2];
-  HalfRtt rtt[2];
+  HalfFlow half[2];  // indexed by Dir
 
-  HalfFlow h(Dir d) {
-    const int i = static_cast<int>(d);
-    return HalfFlow{core[i], send[i], rtt[i]};
-  }
-  HalfFlow half(int i) { return HalfFlow{core[i], send[i], rtt[i]}; }
+  HalfFlow& h(Dir d) { return half[static_cast<int>(d)]; }
 };
 static_assert(sizeof(Flow) == 320);
-
-// A flow's cache lines (see Flow), as bits of a mask.
-enum FlowLine : uint8_t {
-  kLineShared = 1 << 0,
-  kLineCore = 1 << 1,
-  kLineSendC2S = 1 << 2,
-  kLineSendS2C = 1 << 3,
-  kLineRtt = 1 << 4,
-  kLinesAll = 0x1f,
-};
-static_assert(offsetof(Flow, core) == 64 && offsetof(Flow, send) == 128 &&
-              offsetof(Flow, rtt) == 256);
-
-// The lines a packet will touch on the common path, from what is known before its flow is read:
-// the packet itself and which side of the flow sent it (`from_client`). An in-order data segment
-// needs its sender's HalfSend; a pure ACK the other side's, and the RTT line (it may complete a
-// sample); anything else (SYN, FIN, RST: a few per connection) all five. A line the guess leaves
-// out is still read correctly, only later (a demand miss): the first response segment, whose ACK
-// acknowledges the request, is the common case.
-inline uint8_t lines_for_packet(uint8_t tcp_flags, uint32_t payload_len, bool from_client) {
-  if (tcp_flags & (kSyn | kFin | kRst)) return kLinesAll;
-  const uint8_t base = kLineShared | kLineCore;
-  const bool data = payload_len > 0;
-  // Data: the sender's line; a pure ACK: the receiver's (the data sender's) and the RTT line.
-  const bool client_line = data == from_client;
-  return uint8_t(base | (client_line ? kLineSendC2S : kLineSendS2C) | (data ? 0 : kLineRtt));
-}
 
 }  // namespace spand

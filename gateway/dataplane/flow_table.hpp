@@ -30,8 +30,6 @@ namespace spand {
 class FlowTable {
  public:
   static constexpr uint32_t kEvictWindow = 8;
-  // Flows per table at most: a slot keeps a flag next to the flow's index (Slot).
-  static constexpr uint32_t kMaxCapacity = (1u << 31) - 1;
 
   // `prefault_flows`: flows whose memory is committed now, and kept committed that far ahead of
   // the most ever in use by commit_ahead() (a live port: no page fault on the packet path); the
@@ -58,7 +56,7 @@ class FlowTable {
       const Slot s = table_[i];
       if (s.tag == kEmpty) return nullptr;
       if (s.tag == tag) {
-        Flow& f = pool_.at(s.flow & kIndexMask);
+        Flow& f = pool_.at(s.flow);
         if (f.key == key) return &f;
       }
     }
@@ -67,30 +65,19 @@ class FlowTable {
   // Starts loading the home slot of `hash` into the cache.
   void prefetch(uint32_t hash) const { prefetch_line(&table_[home(tag_of(hash))]); }
   // Once the slot is in (prefetch() some packets earlier): starts loading the lines of the flow
-  // whose tag matches, if any, that a packet with these TCP flags and payload from the `src_is_lo`
-  // side will touch (lines_for_packet() in flow.hpp; the slot knows which side is the client).
-  void prefetch_flow(uint32_t hash, uint8_t tcp_flags, uint32_t payload_len, bool src_is_lo) const {
+  // whose tag matches, if any.
+  void prefetch_flow(uint32_t hash) const {
     const uint32_t tag = tag_of(hash);
     uint32_t i = home(tag);
     for (int n = 0; n < 4; ++n, i = next(i)) {
       const Slot s = table_[i];
       if (s.tag == kEmpty) return;
       if (s.tag == tag) {
-        const bool from_client = src_is_lo == ((s.flow & kClientIsLo) != 0);
-        const uint8_t lines = lines_for_packet(tcp_flags, payload_len, from_client);
-        const char* flow = reinterpret_cast<const char*>(&pool_.at(s.flow & kIndexMask));
-        for (uint32_t k = 0; k < sizeof(Flow) / 64; ++k) {
-          if (lines & (1u << k)) prefetch_line(flow + 64 * k);
-        }
+        const char* line = reinterpret_cast<const char*>(&pool_.at(s.flow));
+        for (size_t off = 0; off < sizeof(Flow); off += 64) prefetch_line(line + off);
         return;
       }
     }
-  }
-  // Copies the flow's Flow::client_is_lo into its slot (once its roles are decided), for
-  // prefetch_flow(). Only a hint: a stale one costs a cache miss, not a wrong result.
-  void note_roles(const Flow& f, uint32_t hash) {
-    Slot& s = table_[slot_of(f, hash)];
-    s.flow = (s.flow & kIndexMask) | (f.client_is_lo ? kClientIsLo : 0);
   }
 
   // Inserts a new, zeroed flow for `key` (not present). When full, `on_evict(Flow&)` is called on
@@ -102,7 +89,7 @@ class FlowTable {
     if (size_ >= capacity_) {
       uint32_t victim = pick_victim(hash, syn_newcomer);
       if (victim == UINT32_MAX) return nullptr;
-      on_evict(pool_.at(table_[victim].flow & kIndexMask));
+      on_evict(pool_.at(table_[victim].flow));
       erase_slot(victim);
     }
     const uint32_t tag = tag_of(hash);
@@ -133,8 +120,8 @@ class FlowTable {
       prefetch_line(&table_[ahead]);
       uint32_t half = i + kSweepAhead / 2;
       if (half >= slots_) half %= slots_;
-      if (table_[half].tag != kEmpty) pool_.prefetch(table_[half].flow & kIndexMask);
-      if (table_[i].tag != kEmpty && fn(pool_.at(table_[i].flow & kIndexMask))) {
+      if (table_[half].tag != kEmpty) pool_.prefetch(table_[half].flow);
+      if (table_[i].tag != kEmpty && fn(pool_.at(table_[i].flow))) {
         erase_slot(i);  // a later flow may shift into slot i: look at i again
         continue;
       }
@@ -150,7 +137,7 @@ class FlowTable {
     while (budget > 0 && size_ > 0) {
       const uint32_t i = cursor_;
       if (table_[i].tag != kEmpty) {
-        fn(pool_.at(table_[i].flow & kIndexMask));
+        fn(pool_.at(table_[i].flow));
         erase_slot(i);  // a later flow may shift into slot i: look at i again
         --budget;
       } else {
@@ -163,11 +150,9 @@ class FlowTable {
  private:
   struct Slot {
     uint32_t tag;   // kEmpty, or the flow's hash with the low bit set
-    uint32_t flow;  // index in pool_ (kIndexMask), and kClientIsLo (note_roles())
+    uint32_t flow;  // index in pool_
   };
   static constexpr uint32_t kEmpty = 0;
-  static constexpr uint32_t kClientIsLo = 1u << 31;
-  static constexpr uint32_t kIndexMask = kClientIsLo - 1;
   static constexpr uint32_t kSweepAhead = 16;
   static uint32_t tag_of(uint32_t hash) { return hash | 1u; }  // never kEmpty
   // Home slot of a tag (Lemire's multiply-shift range reduction: any slot count works). Tags

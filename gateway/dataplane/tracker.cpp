@@ -24,76 +24,72 @@ inline uint16_t fold_sig(const ParsedPacket& p) {
 // in use); below that, the largest segment seen. GRO/TSO super-segments exceed the cap and are
 // counted as several segments.
 inline uint32_t mss_cap(const HalfFlow& sender, const HalfFlow& receiver) {
-  if (receiver.c.mss_opt == 0) return 0;
-  const uint32_t opt = (sender.c.flags & kHfTimestamps) ? 12 : 0;
-  return receiver.c.mss_opt > opt ? receiver.c.mss_opt - opt : receiver.c.mss_opt;
+  if (receiver.mss_opt == 0) return 0;
+  const uint32_t opt = (sender.flags & kHfTimestamps) ? 12 : 0;
+  return receiver.mss_opt > opt ? receiver.mss_opt - opt : receiver.mss_opt;
 }
 
-inline void learn_segment_size(HalfFlow h, const HalfFlow& peer, uint32_t len) {
+inline void learn_segment_size(HalfFlow& h, const HalfFlow& peer, uint32_t len) {
   const uint32_t cap = mss_cap(h, peer);
-  if (len > h.s.smss && (cap == 0 || len <= cap))
-    h.s.smss = uint16_t(std::min<uint32_t>(len, 65535));
-  if (h.s.smss == 0 && cap) h.s.smss = uint16_t(cap);
+  if (len > h.smss && (cap == 0 || len <= cap)) h.smss = uint16_t(std::min<uint32_t>(len, 65535));
+  if (h.smss == 0 && cap) h.smss = uint16_t(cap);
 }
 
 // A flow is verified once its handshake completed or both sides sent packets and one of them
 // data (the flow table's eviction prefers unverified flows).
 inline void note_verified(Flow& f, Dir d, const ParsedPacket& p) {
   if (f.verified) return;
-  const HalfFlow snd = f.h(d);
-  const HalfFlow other = f.h(opposite(d));
+  const HalfFlow& snd = f.h(d);
+  const HalfFlow& other = f.h(opposite(d));
   if (f.handshake_done ||
-      (other.c.packets && (p.payload_len || snd.c.data_seen || other.c.data_seen)))
+      (other.packets && (p.payload_len || snd.data_packets || other.data_packets)))
     f.verified = 1;
 }
 
 // IPv4 IDs: a datagram not newer than the newest this sender emitted is a copy made by the
 // capture (a resend gets a fresh ID), not a second transmission. Returns whether it is old.
-inline bool note_ip_id(HalfFlow snd, const ParsedPacket& p) {
+inline bool note_ip_id(HalfFlow& snd, const ParsedPacket& p) {
   const bool ipid_ok = p.ip_version == 4 && p.ip_id != 0;
   const bool old_ip_id =
-      ipid_ok && (snd.c.flags & kHfIpIdKnown) && int16_t(p.ip_id - snd.c.max_ip_id) <= 0;
+      ipid_ok && (snd.flags & kHfIpIdKnown) && int16_t(p.ip_id - snd.max_ip_id) <= 0;
   if (ipid_ok && !old_ip_id) {
-    snd.c.max_ip_id = p.ip_id;
-    snd.c.flags |= kHfIpIdKnown;
+    snd.max_ip_id = p.ip_id;
+    snd.flags |= kHfIpIdKnown;
   }
   return old_ip_id;
 }
 
-inline void on_fin(Flow& f, HalfFlow snd) {
-  snd.c.flags |= kHfFinSeen;
+inline void on_fin(Flow& f, HalfFlow& snd) {
+  snd.flags |= kHfFinSeen;
   if (f.close_kind != uint8_t(CloseReason::kRst)) f.close_kind = uint8_t(CloseReason::kFin);
-  if ((f.core[0].flags & kHfFinSeen) && (f.core[1].flags & kHfFinSeen)) {
+  if ((f.half[0].flags & kHfFinSeen) && (f.half[1].flags & kHfFinSeen)) {
     f.phase = FlowPhase::kClosing;
   }
 }
 
 // A sender's sequence space starts at its SYN, or at its first segment seen (a connection picked
 // up mid-stream); the first ACK it gets, or its first data when none came, is snd_una.
-inline void start_sequence_space(HalfFlow h, uint32_t seq) {
-  if (!(h.c.flags & kHfSeqKnown)) {
-    h.c.flags |= kHfSeqKnown;
-    h.c.isn = seq;
-    h.c.snd_max = seq;
-    h.s.round_end = seq;
+inline void start_sequence_space(HalfFlow& h, uint32_t seq) {
+  if (!(h.flags & kHfSeqKnown)) {
+    h.flags |= kHfSeqKnown;
+    h.isn = seq;
+    h.snd_max = seq;
+    h.round_end = seq;
   }
-  if (!(h.c.flags & kHfAckKnown)) {
-    h.c.snd_una = h.c.snd_max;
-    h.c.flags |= kHfAckKnown;
+  if (!(h.flags & kHfAckKnown)) {
+    h.snd_una = h.snd_max;
+    h.flags |= kHfAckKnown;
   }
 }
 
-inline void count_bytes(HalfFlow h, uint32_t seq, uint32_t len, uint16_t sig, uint32_t now_us) {
-  h.s.bytes += len;
+inline void count_bytes(HalfFlow& h, uint32_t seq, uint32_t len, uint16_t sig, uint32_t now_us) {
+  h.bytes += len;
   if (len > 0) {
-    if (++h.s.data_packets == 1) {
-      h.c.first_data_us = now_us;
-      h.c.data_seen = 1;
-    }
-    h.s.last_data_us = now_us;
+    if (++h.data_packets == 1) h.first_data_us = now_us;
+    h.last_data_us = now_us;
   }
-  h.s.last_seq = seq;
-  h.s.last_sig = sig;
+  h.last_seq = seq;
+  h.last_sig = sig;
 }
 
 }  // namespace
@@ -116,8 +112,8 @@ void Emitter::record(const FlowRecord& r) {
 void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   const uint32_t now_us = advance_clock(f, p);
   const Dir d = (src_is_lo == bool(f.client_is_lo)) ? Dir::kC2S : Dir::kS2C;
-  HalfFlow snd = f.h(d);
-  ++snd.c.packets;
+  HalfFlow& snd = f.h(d);
+  ++snd.packets;
   note_verified(f, d, p);
   if (p.vlan_outer && !f.vlan) f.vlan = p.vlan_outer;
   const bool old_ip_id = note_ip_id(snd, p);
@@ -145,16 +141,15 @@ void Tracker::rebase(Flow& f, uint64_t now_ns) {
   // Keep the last ~4.5 minutes representable; older relative times clamp to 0.
   const uint64_t shift_us = (now_ns - f.base_ns) / 1000 - 0x1000'0000u;
   auto fix = [shift_us](uint32_t& t) { t = t > shift_us ? uint32_t(t - shift_us) : 0; };
-  for (int i = 0; i < 2; ++i) {
-    const HalfFlow h = f.half(i);
-    fix(h.r.syn_us);
-    fix(h.s.timed_us);
-    fix(h.s.ts_us);
-    fix(h.s.last_send_us);
-    fix(h.s.last_progress_us);
-    fix(h.c.first_data_us);
-    fix(h.s.last_data_us);
-    if (h.c.loss) fix(pool_.at(h.c.loss).sender.last_ack_us);
+  for (HalfFlow& h : f.half) {
+    fix(h.syn_us);
+    fix(h.timed_us);
+    fix(h.ts_us);
+    fix(h.last_send_us);
+    fix(h.last_progress_us);
+    fix(h.first_data_us);
+    fix(h.last_data_us);
+    if (h.loss) fix(pool_.at(h.loss).sender.last_ack_us);
   }
   f.base_ns += shift_us * 1000;
 }
@@ -162,29 +157,29 @@ void Tracker::rebase(Flow& f, uint64_t now_ns) {
 // An ACK for the data of direction d: SACK blocks, then, when it acknowledges new data, the RTT
 // sample it completes, the replica's growth and the gaps it closes; else perhaps a duplicate.
 void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
-  HalfFlow h = f.h(d);  // the data sender whose bytes this ACK covers
+  HalfFlow& h = f.h(d);  // the data sender whose bytes this ACK covers
   const uint32_t ack = p.ack;
-  if (!(h.c.flags & kHfSeqKnown)) return;  // nothing seen from that sender yet
-  if (!(h.c.flags & kHfAckKnown)) {
-    h.c.snd_una = ack;
-    h.c.flags |= kHfAckKnown;
+  if (!(h.flags & kHfSeqKnown)) return;  // nothing seen from that sender yet
+  if (!(h.flags & kHfAckKnown)) {
+    h.snd_una = ack;
+    h.flags |= kHfAckKnown;
     return;
   }
   const bool sacks_above = on_sack_blocks(h, p);
-  if (seq_gt(ack, h.c.snd_max)) return;  // acks bytes the monitor never saw sent: ignore
-  if (h.c.loss) pool_.at(h.c.loss).sender.last_ack_us = now_us;  // the ACK clock, duplicates too
+  if (seq_gt(ack, h.snd_max)) return;  // acks bytes the monitor never saw sent: ignore
+  if (h.loss) pool_.at(h.loss).sender.last_ack_us = now_us;  // the ACK clock, duplicates too
 
-  if (seq_gt(ack, h.c.snd_una)) {
-    const uint32_t acked = ack - h.c.snd_una;
-    h.c.snd_una = ack;
-    h.s.last_progress_us = now_us;
-    h.c.dupacks = 0;
+  if (seq_gt(ack, h.snd_una)) {
+    const uint32_t acked = ack - h.snd_una;
+    h.snd_una = ack;
+    h.last_progress_us = now_us;
+    h.dupacks = 0;
     rtt_on_ack(f, d, ack, now_us);
     cwnd_on_ack(f, d, ack, acked, sacks_above);
     forget_acked_gaps(h, ack);
-  } else if (ack == h.c.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
-             h.c.snd_max != h.c.snd_una) {
-    if (h.c.dupacks != HalfCore::kMaxDupacks) ++h.c.dupacks;
+  } else if (ack == h.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
+             h.snd_max != h.snd_una) {
+    if (h.dupacks != HalfFlow::kMaxDupacks) ++h.dupacks;
   }
 }
 
@@ -192,7 +187,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
 // sequence space, older data is classified (tracker_loss.cpp); then the flight bounds the
 // replica from below.
 void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id) {
-  HalfFlow h = f.h(d);
+  HalfFlow& h = f.h(d);
   Segment s;
   s.seq = p.seq;
   if (p.flags & kSyn) ++s.seq;  // data on a SYN starts after it
@@ -203,7 +198,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   start_sequence_space(h, s.seq);
   learn_segment_size(h, f.h(opposite(d)), s.len);
 
-  const bool below = seq_lt(s.seq, h.c.snd_max);
+  const bool below = seq_lt(s.seq, h.snd_max);
   const bool ipid_ok = p.ip_version == 4 && p.ip_id != 0;
   const uint16_t sig = fold_sig(p);
   if (below && is_capture_copy(h, s, sig, ipid_ok, old_ip_id, now_us)) {
@@ -213,7 +208,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   count_bytes(h, s.seq, s.len, sig, now_us);
 
   // The retransmission timer starts when data leaves with nothing outstanding (RFC 6298 5.1).
-  if (h.c.snd_max == h.c.snd_una) h.s.last_progress_us = now_us;
+  if (h.snd_max == h.snd_una) h.last_progress_us = now_us;
   restart_after_idle(h, now_us);
 
   if (!below) {
@@ -221,7 +216,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   } else {
     on_old_data(f, d, s, now_us);
   }
-  h.s.last_send_us = now_us;
+  h.last_send_us = now_us;
   bound_cwnd_by_flight(h, below);
 }
 
@@ -229,10 +224,10 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
 // may be timed for an RTT sample.
 void Tracker::on_new_data(Flow& f, Dir d, const ParsedPacket& p, const Segment& s,
                           uint32_t now_us) {
-  HalfFlow h = f.h(d);
-  if (seq_gt(s.seq, h.c.snd_max)) note_gap(f, d, s.seq);
+  HalfFlow& h = f.h(d);
+  if (seq_gt(s.seq, h.snd_max)) note_gap(f, d, s.seq);
   note_send_clock(h, now_us);
-  h.c.snd_max = s.end;
+  h.snd_max = s.end;
   time_segment(h, p, s.end, now_us);
 }
 

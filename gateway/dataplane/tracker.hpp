@@ -60,7 +60,7 @@ class Tracker {
   // A SYN that starts a new connection on a 4-tuple whose previous connection is over.
   static bool is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_is_lo);
   // Whole segments, as the kernel counts them (it grows cwnd by one after a window of ACKs).
-  static uint32_t cwnd_segments(const HalfFlow& h) { return h.s.cwnd_q16 >> 16; }
+  static uint32_t cwnd_segments(const HalfFlow& h) { return h.cwnd_q16 >> 16; }
 
  private:
   // The tracker's code lives in one file per concern (gateway/dataplane/README.md): the steps of
@@ -80,13 +80,13 @@ class Tracker {
   // tracker_internal.hpp (inline): the LossState pool, sample headers, RTO and flight.
   // The direction's LossState, taken from the pool at first use; `spill_` if the pool is out
   // (cannot happen while the pool has two states per table slot; counted if it does).
-  LossState& loss(HalfFlow h);
+  LossState& loss(HalfFlow& h);
   // The direction's LossState if it has one.
-  LossState* loss_if_any(HalfFlow h);
+  LossState* loss_if_any(HalfFlow& h);
   // Publishes the pool's use to the worker's counters (when a state is taken or returned).
   void count_loss_states();
   // Payload bytes seen for the first time at the monitor.
-  uint64_t unique_bytes(HalfFlow h);
+  uint64_t unique_bytes(HalfFlow& h);
   Sample base_sample(const Flow& f, SampleKind kind) const;
   uint32_t rto_us(const HalfFlow& h) const;
   static uint32_t flight_segments(const HalfFlow& h);
@@ -100,21 +100,21 @@ class Tracker {
 
   // tracker_rtt.hpp (inline) and tracker_rtt.cpp: RTT samples (handshake, data to ACK with
   // Karn, timestamp echoes).
-  void time_segment(HalfFlow h, const ParsedPacket& p, uint32_t end, uint32_t now_us);
+  void time_segment(HalfFlow& h, const ParsedPacket& p, uint32_t end, uint32_t now_us);
   void rtt_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t now_us);
   void on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us);
   // The RTT from a segment sent at sent_us to its ACK at now_us, when the clock did not go back.
   void rtt_between(Flow& f, Dir d, uint32_t sent_us, uint32_t now_us, RttSource src);
-  static void karn_on_resend(HalfFlow h, uint32_t seq);
+  static void karn_on_resend(HalfFlow& h, uint32_t seq);
   void rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src);
 
   // tracker_loss.hpp (inline) and tracker_loss.cpp: a segment below the highest sequence sent
   // (capture copy, reordering, retransmission), gaps, SACK and DSACK, and loss events (fast
   // retransmit or timeout, as Tstat).
   // Returns whether the receiver holds data above a hole (SACK blocks above the ACK).
-  bool on_sack_blocks(HalfFlow h, const ParsedPacket& p);
-  void forget_acked_gaps(HalfFlow h, uint32_t ack);
-  bool is_capture_copy(HalfFlow h, const Segment& s, uint16_t sig, bool ipid_ok, bool old_ip_id,
+  bool on_sack_blocks(HalfFlow& h, const ParsedPacket& p);
+  void forget_acked_gaps(HalfFlow& h, uint32_t ack);
+  bool is_capture_copy(HalfFlow& h, const Segment& s, uint16_t sig, bool ipid_ok, bool old_ip_id,
                        uint32_t now_us);
   void note_gap(Flow& f, Dir d, uint32_t seq);
   void on_old_data(Flow& f, Dir d, const Segment& s, uint32_t now_us);
@@ -126,14 +126,14 @@ class Tracker {
   // tracker_cwnd.hpp (inline) and tracker_cwnd.cpp: the replica of the sender's congestion
   // window, rounds, and the measured decrease.
   void cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked, bool sacks_above);
-  void restart_after_idle(HalfFlow h, uint32_t now_us);
-  static void bound_cwnd_by_flight(HalfFlow h, bool below);
-  static void cwnd_on_loss(HalfFlow h, LossState& l, bool timeout);
+  void restart_after_idle(HalfFlow& h, uint32_t now_us);
+  static void bound_cwnd_by_flight(HalfFlow& h, bool below);
+  static void cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout);
   void end_round(Flow& f, Dir d);
   // A new round (one flight) begins at snd_max.
-  static void start_round(HalfFlow h);
+  static void start_round(HalfFlow& h);
   // Sender identification's pacing reading: was this new segment sent on the ACK clock?
-  void note_send_clock(HalfFlow h, uint32_t now_us);
+  void note_send_clock(HalfFlow& h, uint32_t now_us);
 
   // tracker_wc.cpp: W_c samples, at a loss in congestion avoidance and at the end.
   void wc_at_loss(Flow& f, Dir d);

@@ -25,15 +25,15 @@ void Tracker::close(Flow& f, CloseReason reason) {
     r.hs_rtt_us = int32_t(std::min<int64_t>(int64_t(f.syn_synack_us) + f.synack_ack_us, INT32_MAX));
   static const LossState kNoLoss{};
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
-    HalfFlow h = f.h(d);
-    const HalfFlow peer = f.h(opposite(d));
+    HalfFlow& h = f.h(d);
+    const HalfFlow& peer = f.h(opposite(d));
     const LossState* lp = loss_if_any(h);
     const LossState& l = lp ? *lp : kNoLoss;
     HalfRecord& o = d == Dir::kC2S ? r.c2s : r.s2c;
-    o.bytes = h.s.bytes;
+    o.bytes = h.bytes;
     o.unique_bytes = unique_bytes(h);
-    o.packets = h.c.packets;
-    o.data_packets = h.s.data_packets;
+    o.packets = h.packets;
+    o.data_packets = h.data_packets;
     o.rexmt_fast = l.rexmt_fast;
     o.rexmt_timeout = l.rexmt_timeout;
     o.rexmt_packets = uint32_t(l.rexmt_fast) + l.rexmt_timeout + l.rexmt_other;
@@ -47,30 +47,30 @@ void Tracker::close(Flow& f, CloseReason reason) {
       for (int k = 0; k < kLossFlightClasses; ++k) o.loss_by_flight[c][k] = l.loss_by_flight[c][k];
     }
     o.timeout_wait_us = l.timeout_wait_us;
-    o.rtt_count = h.r.rtt_count;
-    o.rtt_min_us = h.r.rtt_min_us;
-    o.rtt_max_us = h.r.rtt_max_us;
-    o.rtt_sum_us = h.r.rtt_sum_us;
-    o.mss = h.c.mss_opt ? h.c.mss_opt : h.s.smss;
-    o.wscale = h.c.wscale;
-    o.sack_permitted = (h.c.flags & kHfSackPermitted) && (peer.c.flags & kHfSackPermitted);
-    o.timestamps = (h.c.flags & kHfTimestamps) && (peer.c.flags & kHfTimestamps);
-    o.max_flight_segments = h.s.max_flight_seg;
-    o.wc_count = h.s.wc_count;
-    o.wc_kept = std::min<uint8_t>(h.s.wc_count, 2);
+    o.rtt_count = h.rtt_count;
+    o.rtt_min_us = h.rtt_min_us;
+    o.rtt_max_us = h.rtt_max_us;
+    o.rtt_sum_us = h.rtt_sum_us;
+    o.mss = h.mss_opt ? h.mss_opt : h.smss;
+    o.wscale = h.wscale;
+    o.sack_permitted = (h.flags & kHfSackPermitted) && (peer.flags & kHfSackPermitted);
+    o.timestamps = (h.flags & kHfTimestamps) && (peer.flags & kHfTimestamps);
+    o.max_flight_segments = h.max_flight_seg;
+    o.wc_count = h.wc_count;
+    o.wc_kept = std::min<uint8_t>(h.wc_count, 2);
     for (int i = 0; i < o.wc_kept; ++i) o.wc_segments[i] = l.wc_first[i];
     if (end_wc[static_cast<int>(d)]) o.wc_segments[0] = end_wc[static_cast<int>(d)];
     o.wc_cwnd_limited_mask =
-        uint8_t(((h.c.flags & kHfWcLimited0) ? 1 : 0) | ((h.c.flags & kHfWcLimited1) ? 2 : 0));
+        uint8_t(((h.flags & kHfWcLimited0) ? 1 : 0) | ((h.flags & kHfWcLimited1) ? 2 : 0));
     o.md_permille = l.md_permille;
     o.sender = classify_sender(uint32_t(l.loss_fast) + l.loss_timeout, l.sender);
-    if (h.s.data_packets) {
-      o.first_data_ns = f.base_ns + uint64_t(h.c.first_data_us) * 1000;
-      o.last_data_ns = f.base_ns + uint64_t(h.s.last_data_us) * 1000;
+    if (h.data_packets) {
+      o.first_data_ns = f.base_ns + uint64_t(h.first_data_us) * 1000;
+      o.last_data_ns = f.base_ns + uint64_t(h.last_data_us) * 1000;
     }
-    if (h.c.loss != 0) {
-      pool_.give_back(h.c.loss);
-      h.c.loss = 0;
+    if (h.loss != 0) {
+      pool_.give_back(h.loss);
+      h.loss = 0;
       count_loss_states();
     }
   }

@@ -24,55 +24,53 @@ void vote_decrease(LossState& l, uint32_t after_seg) {
 
 // A loss event (tracker_loss.cpp): ssthresh = beta x cwnd (see kLossBetaPermille), then fast
 // recovery, or one segment after a timeout.
-void Tracker::cwnd_on_loss(HalfFlow h, LossState& l, bool timeout) {
+void Tracker::cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout) {
   // A loss before the first full round after the previous recovery (a window of 7/8 often
   // fills a small buffer again within a round trip): the decrease is read on the part of the
   // round seen, for sender identification only (md_ratio and the decrease samples keep to full
   // rounds).
-  if ((h.c.flags & kHfMdPending) && h.c.cc == CcState::kCongestionAvoidance &&
-      h.s.round_flight_seg) {
-    vote_decrease(l, h.s.round_flight_seg);
+  if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance && h.round_flight_seg) {
+    vote_decrease(l, h.round_flight_seg);
   }
-  if (h.c.cc != CcState::kFastRecovery && h.c.cc != CcState::kTimeoutRecovery) {
-    l.cwnd_before_loss_q16 = h.s.cwnd_q16;
-    h.c.flags |= kHfMdPending;
+  if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
+    l.cwnd_before_loss_q16 = h.cwnd_q16;
+    h.flags |= kHfMdPending;
     // The window before, for sender identification: the sender's largest clean flight in this
     // round or the last. The replica runs ahead of a sender that grows more slowly than it
     // (Scalable TCP near its legacy window: 25 against the kernel's 20 in the lab), and in slow
     // start past one that stopped (78 against 59). Without a clean flight since the last
     // recovery, the replica.
-    const uint16_t flight_seg = std::max(h.s.round_flight_seg, l.sender.last_round_flight_seg);
-    l.sender.before_seg = flight_seg ? flight_seg : sat16((h.s.cwnd_q16 + kQ16 / 2) / kQ16);
+    const uint16_t flight_seg = std::max(h.round_flight_seg, l.sender.last_round_flight_seg);
+    l.sender.before_seg = flight_seg ? flight_seg : sat16((h.cwnd_q16 + kQ16 / 2) / kQ16);
   }
   // A timeout restarts the window from one segment: what follows shows no decrease.
   if (timeout) l.sender.before_seg = 0;
   l.sender.last_round_flight_seg = 0;
-  const uint64_t cwnd_before =
-      h.c.cc == CcState::kFastRecovery || h.c.cc == CcState::kTimeoutRecovery
-          ? l.cwnd_before_loss_q16
-          : h.s.cwnd_q16;
-  h.s.ssthresh_seg =
+  const uint64_t cwnd_before = h.cc == CcState::kFastRecovery || h.cc == CcState::kTimeoutRecovery
+                                   ? l.cwnd_before_loss_q16
+                                   : h.cwnd_q16;
+  h.ssthresh_seg =
       sat16(std::max<uint32_t>(uint32_t(cwnd_before * kLossBetaPermille / 1000 / kQ16), 2));
-  l.recover = h.c.snd_max;
-  h.c.dupacks = 0;
+  l.recover = h.snd_max;
+  h.dupacks = 0;
   if (timeout) {
-    h.c.cc = CcState::kTimeoutRecovery;
-    h.s.cwnd_q16 = kQ16;
+    h.cc = CcState::kTimeoutRecovery;
+    h.cwnd_q16 = kQ16;
   } else {
-    h.c.cc = CcState::kFastRecovery;
+    h.cc = CcState::kFastRecovery;
   }
 }
 
 void Tracker::end_round(Flow& f, Dir d) {
-  HalfFlow h = f.h(d);
+  HalfFlow& h = f.h(d);
   // Measured multiplicative decrease: the first full round after recovery against the window
   // before the loss (about 500 for Reno, 700 for CUBIC, 875 for Scalable TCP).
-  if ((h.c.flags & kHfMdPending) && h.c.cc == CcState::kCongestionAvoidance &&
-      (h.c.flags & kHfRoundLimited)) {
+  if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance &&
+      (h.flags & kHfRoundLimited)) {
     LossState& l = loss(h);  // taken at the loss that set kHfMdPending
     if (l.cwnd_before_loss_q16 >= 4 * kQ16) {
-      const uint64_t md = uint64_t(h.s.round_flight_seg) * kQ16 * 1000 / l.cwnd_before_loss_q16;
-      vote_decrease(l, h.s.round_flight_seg);
+      const uint64_t md = uint64_t(h.round_flight_seg) * kQ16 * 1000 / l.cwnd_before_loss_q16;
+      vote_decrease(l, h.round_flight_seg);
       // Outside (0.3, 0.95) the round showed no decrease (an undone recovery, a window that
       // grew back at once, application limits): no reading.
       if (md > 300 && md < 950) {
@@ -84,19 +82,19 @@ void Tracker::end_round(Flow& f, Dir d) {
           emit_.sample(s);
         }
       }
-      h.c.flags &= ~kHfMdPending;
+      h.flags &= ~kHfMdPending;
     }
   }
   LossState* l = loss_if_any(h);
-  if (l && h.c.cc == CcState::kCongestionAvoidance)
-    l->sender.last_round_flight_seg = h.s.round_flight_seg;
+  if (l && h.cc == CcState::kCongestionAvoidance)
+    l->sender.last_round_flight_seg = h.round_flight_seg;
   start_round(h);
 }
 
-void Tracker::start_round(HalfFlow h) {
-  h.s.round_end = h.c.snd_max;
-  h.s.round_flight_seg = 0;
-  h.c.flags &= ~kHfRoundLimited;
+void Tracker::start_round(HalfFlow& h) {
+  h.round_end = h.snd_max;
+  h.round_flight_seg = 0;
+  h.flags &= ~kHfRoundLimited;
 }
 
 }  // namespace spand

@@ -18,7 +18,7 @@ bool addr_in(const Prefix& pfx, const IpAddr& a) {
 bool Tracker::is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_is_lo) {
   if ((p.flags & (kSyn | kAck)) != kSyn) return false;
   const Dir d = (src_is_lo == bool(f.client_is_lo)) ? Dir::kC2S : Dir::kS2C;
-  const HalfCore& h = f.core[int(d)];
+  const HalfFlow& h = f.half[int(d)];
   if (f.phase == FlowPhase::kClosing) return true;
   // A SYN on a flow nothing verified (lone ACKs, e.g. spoofed ones that hit this 4-tuple first):
   // the connection starts here.
@@ -63,11 +63,11 @@ void Tracker::on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo) {
 }
 
 bool Tracker::on_syn(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id) {
-  HalfFlow snd = f.h(d);
+  HalfFlow& snd = f.h(d);
   const bool synack = (p.flags & (kSyn | kAck)) == (kSyn | kAck);
-  const bool resent_syn = synack ? (snd.c.flags & kHfSynAckSent) != 0
-                                 : (snd.c.flags & (kHfSynSeen | kHfSynAckSent)) == kHfSynSeen;
-  if (resent_syn && p.seq == snd.c.isn) {
+  const bool resent_syn = synack ? (snd.flags & kHfSynAckSent) != 0
+                                 : (snd.flags & (kHfSynSeen | kHfSynAckSent)) == kHfSynSeen;
+  if (resent_syn && p.seq == snd.isn) {
     LossState& l = loss(snd);
     if (old_ip_id) {
       bump(l.capture_dups);
@@ -79,28 +79,28 @@ bool Tracker::on_syn(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, boo
     bump(l.loss_timeout);
     bump(l.loss_by_flight[1][0]);  // the SYN was the whole flight
     // The SYN timer ran from the previous SYN (a SYN-ACK: from the previous SYN-ACK).
-    HalfFlow timer = synack ? f.h(Dir::kS2C) : snd;
-    l.timeout_wait_us += now_us - timer.r.syn_us;
-    if (synack) timer.r.syn_us = now_us;
+    HalfFlow& timer = synack ? f.h(Dir::kS2C) : snd;
+    l.timeout_wait_us += now_us - timer.syn_us;
+    if (synack) timer.syn_us = now_us;
     if (p.flags & kAck) f.synack_resent = 1;
   }
-  if (p.opt.mss) snd.c.mss_opt = p.opt.mss;
-  if (p.opt.wscale != 0xff) snd.c.wscale = p.opt.wscale;
-  if (p.opt.sack_permitted) snd.c.flags |= kHfSackPermitted;
-  if (p.opt.has_ts) snd.c.flags |= kHfTimestamps;
-  if (!(snd.c.flags & kHfSeqKnown) || !seq_gt(snd.c.snd_max, p.seq + 1)) {
-    snd.c.snd_max = p.seq + 1;
-    snd.s.round_end = snd.c.snd_max;
+  if (p.opt.mss) snd.mss_opt = p.opt.mss;
+  if (p.opt.wscale != 0xff) snd.wscale = p.opt.wscale;
+  if (p.opt.sack_permitted) snd.flags |= kHfSackPermitted;
+  if (p.opt.has_ts) snd.flags |= kHfTimestamps;
+  if (!(snd.flags & kHfSeqKnown) || !seq_gt(snd.snd_max, p.seq + 1)) {
+    snd.snd_max = p.seq + 1;
+    snd.round_end = snd.snd_max;
   }
-  snd.c.flags |= kHfSynSeen | kHfSeqKnown | (synack ? kHfSynAckSent : 0);
-  snd.c.isn = p.seq;
+  snd.flags |= kHfSynSeen | kHfSeqKnown | (synack ? kHfSynAckSent : 0);
+  snd.isn = p.seq;
   if (!(p.flags & kAck)) {
-    if (d == Dir::kC2S) snd.r.syn_us = now_us;  // Karn: a resent SYN restarts the handshake timer
+    if (d == Dir::kC2S) snd.syn_us = now_us;  // Karn: a resent SYN restarts the handshake timer
   } else if (!f.synack_seen) {
     f.synack_seen = 1;
-    f.h(Dir::kS2C).r.syn_us = now_us;  // whichever side sent it (simultaneous open)
+    f.h(Dir::kS2C).syn_us = now_us;  // whichever side sent it (simultaneous open)
     const HalfFlow& client = f.h(Dir::kC2S);
-    if (client.c.flags & kHfSynSeen) f.syn_synack_us = int32_t(now_us - client.r.syn_us);
+    if (client.flags & kHfSynSeen) f.syn_synack_us = int32_t(now_us - client.syn_us);
   }
   return true;
 }
@@ -108,8 +108,8 @@ bool Tracker::on_syn(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, boo
 void Tracker::on_rst(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   // A refused connection: the RST-ACK answers the SYN, one leg of the handshake RTT.
   if (d == Dir::kS2C && (p.flags & kAck) && !f.synack_seen && f.syn_synack_us < 0 &&
-      (f.h(Dir::kC2S).c.flags & kHfSynSeen) && p.ack == f.h(Dir::kC2S).c.isn + 1) {
-    f.syn_synack_us = int32_t(now_us - f.h(Dir::kC2S).r.syn_us);
+      (f.h(Dir::kC2S).flags & kHfSynSeen) && p.ack == f.h(Dir::kC2S).isn + 1) {
+    f.syn_synack_us = int32_t(now_us - f.h(Dir::kC2S).syn_us);
   }
   f.close_kind = uint8_t(CloseReason::kRst);
   f.phase = FlowPhase::kClosing;
@@ -117,9 +117,9 @@ void Tracker::on_rst(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
 
 void Tracker::on_handshake_ack(Flow& f, const ParsedPacket& p, uint32_t now_us) {
   // Handshake completes: the client's first ACK of the SYN-ACK.
-  if ((p.flags & (kAck | kSyn)) != kAck || p.ack != f.h(Dir::kS2C).c.isn + 1) return;
+  if ((p.flags & (kAck | kSyn)) != kAck || p.ack != f.h(Dir::kS2C).isn + 1) return;
   f.handshake_done = 1;
-  if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.h(Dir::kS2C).r.syn_us);
+  if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.h(Dir::kS2C).syn_us);
   if (f.phase == FlowPhase::kSynOnly) f.phase = FlowPhase::kEstablished;
   // Legs of up to 35 minutes each fit int32; their sum is taken in 64 bits (it overflowed).
   const int64_t hs = int64_t(f.syn_synack_us) + f.synack_ack_us;

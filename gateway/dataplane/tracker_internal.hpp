@@ -44,20 +44,20 @@ struct Tracker::Segment {
   uint32_t end;   // end in sequence space (a FIN counts one)
 };
 
-inline LossState& Tracker::loss(HalfFlow h) {
-  if (h.c.loss == 0) {
-    h.c.loss = pool_.take();
-    if (h.c.loss == 0) {
+inline LossState& Tracker::loss(HalfFlow& h) {
+  if (h.loss == 0) {
+    h.loss = pool_.take();
+    if (h.loss == 0) {
       ++emit_.counters->loss_states_exhausted;
       return spill_;
     }
     count_loss_states();
   }
-  return pool_.at(h.c.loss);
+  return pool_.at(h.loss);
 }
 
-inline LossState* Tracker::loss_if_any(HalfFlow h) {
-  return h.c.loss ? &pool_.at(h.c.loss) : nullptr;
+inline LossState* Tracker::loss_if_any(HalfFlow& h) {
+  return h.loss ? &pool_.at(h.loss) : nullptr;
 }
 
 inline void Tracker::count_loss_states() {
@@ -65,22 +65,22 @@ inline void Tracker::count_loss_states() {
   emit_.counters->loss_states_peak = pool_.peak_in_use();
 }
 
-inline uint64_t Tracker::unique_bytes(HalfFlow h) {
+inline uint64_t Tracker::unique_bytes(HalfFlow& h) {
   const LossState* l = loss_if_any(h);
-  return h.s.bytes - (l ? l->repeat_bytes : 0);
+  return h.bytes - (l ? l->repeat_bytes : 0);
 }
 
 inline uint32_t Tracker::flight_segments(const HalfFlow& h) {
-  const uint32_t flight = h.c.snd_max - h.c.snd_una;
-  const uint32_t mss = h.s.smss ? h.s.smss : tracker_detail::kDefaultMss;
+  const uint32_t flight = h.snd_max - h.snd_una;
+  const uint32_t mss = h.smss ? h.smss : tracker_detail::kDefaultMss;
   return (flight + mss - 1) / mss;
 }
 
 inline uint32_t Tracker::rto_us(const HalfFlow& h) const {
-  if (h.r.srtt_us == 0) return tracker_detail::kInitialRtoUs;  // RFC 6298 2.1: no sample yet
+  if (h.srtt_us == 0) return tracker_detail::kInitialRtoUs;  // RFC 6298 2.1: no sample yet
   // RFC 6298 2.3 with Linux's floor, which applies to the variance term: srtt + max(4 rttvar,
   // 200 ms). A tail-loss probe (2 srtt) then comes before it, as in the kernel.
-  return h.r.srtt_us + std::max(cfg_.min_rto_us, 4 * h.r.rttvar_us);
+  return h.srtt_us + std::max(cfg_.min_rto_us, 4 * h.rttvar_us);
 }
 
 inline Sample Tracker::base_sample(const Flow& f, SampleKind kind) const {

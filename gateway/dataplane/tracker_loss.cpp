@@ -21,8 +21,8 @@ int find_hole(const LossState* l, uint32_t seq) {
 }
 
 // Remembers a gap of sender h; with no free slot the lowest (oldest) gap gives way.
-void add_hole(HalfFlow h, LossState& l, uint32_t lo, uint32_t hi) {
-  h.c.gaps_open = 1;
+void add_hole(HalfFlow& h, LossState& l, uint32_t lo, uint32_t hi) {
+  h.gaps_open = 1;
   int slot = 0;
   for (int i = 0; i < LossState::kHoles; ++i) {
     if (l.hole_lo[i] == l.hole_hi[i]) {
@@ -39,11 +39,11 @@ void add_hole(HalfFlow h, LossState& l, uint32_t lo, uint32_t hi) {
 
 // A copy made by the capture: an old IPv4 ID (see note_ip_id in tracker.cpp), or, without usable
 // IDs, the very same segment again within microseconds. Data that fills a gap is never a copy.
-bool Tracker::is_capture_copy(HalfFlow h, const Segment& s, uint16_t sig, bool ipid_ok,
+bool Tracker::is_capture_copy(HalfFlow& h, const Segment& s, uint16_t sig, bool ipid_ok,
                               bool old_ip_id, uint32_t now_us) {
   if (s.len == 0 && s.end == s.pend) return false;  // neither data nor FIN
-  const bool same_again = !ipid_ok && s.seq == h.s.last_seq && sig == h.s.last_sig &&
-                          now_us - h.s.last_data_us <= cfg_.dup_window_us;
+  const bool same_again = !ipid_ok && s.seq == h.last_seq && sig == h.last_sig &&
+                          now_us - h.last_data_us <= cfg_.dup_window_us;
   return (old_ip_id || same_again) && find_hole(loss_if_any(h), s.seq) < 0;
 }
 
@@ -52,27 +52,27 @@ bool Tracker::is_capture_copy(HalfFlow h, const Segment& s, uint16_t sig, bool i
 // segment megabytes on): the flight no longer consists of segments the monitor saw, so no W_c
 // from here on.
 void Tracker::note_gap(Flow& f, Dir d, uint32_t seq) {
-  HalfFlow h = f.h(d);
-  const uint64_t gap_seg = (seq - h.c.snd_max) / (h.s.smss ? h.s.smss : kDefaultMss);
+  HalfFlow& h = f.h(d);
+  const uint64_t gap_seg = (seq - h.snd_max) / (h.smss ? h.smss : kDefaultMss);
   const uint64_t allowed = 2 * std::max<uint64_t>(cwnd_segments(h), cfg_.restart_window_segments);
-  if (gap_seg > allowed && (h.c.flags & kHfSeqKnown)) {
-    if (!h.c.seq_jump) ++emit_.counters->seq_jumps;
-    h.c.seq_jump = 1;
+  if (gap_seg > allowed && (h.flags & kHfSeqKnown)) {
+    if (!h.seq_jump) ++emit_.counters->seq_jumps;
+    h.seq_jump = 1;
   }
-  add_hole(h, loss(h), h.c.snd_max, seq);
+  add_hole(h, loss(h), h.snd_max, seq);
 }
 
 // A segment that starts below snd_max and is no capture copy.
 void Tracker::on_old_data(Flow& f, Dir d, const Segment& s, uint32_t now_us) {
-  HalfFlow h = f.h(d);
+  HalfFlow& h = f.h(d);
   const uint32_t seq = s.seq, len = s.len, pend = s.pend, end = s.end;
-  if (!(h.c.flags & kHfSynSeen) && seq_lt(seq, h.c.isn)) {
+  if (!(h.flags & kHfSynSeen) && seq_lt(seq, h.isn)) {
     // Picked up mid-stream: bytes below the lowest seen so far are a first sighting too.
     LossState& l = loss(h);
     bump(l.reordered);
-    l.repeat_bytes += len - ((seq_lt(pend, h.c.isn) ? pend : h.c.isn) - seq);
-    if (seq_lt(end, h.c.isn)) add_hole(h, l, end, h.c.isn);
-    h.c.isn = seq;
+    l.repeat_bytes += len - ((seq_lt(pend, h.isn) ? pend : h.isn) - seq);
+    if (seq_lt(end, h.isn)) add_hole(h, l, end, h.isn);
+    h.isn = seq;
   } else if (const int i = find_hole(loss_if_any(h), seq); i >= 0) {
     // Fills a gap: first sight of these bytes at the monitor (reordering, or upstream loss).
     LossState& l = loss(h);  // the one holding the gap
@@ -91,9 +91,9 @@ void Tracker::on_old_data(Flow& f, Dir d, const Segment& s, uint32_t now_us) {
     LossState& l = loss(h);
     karn_on_resend(h, seq);
     uint32_t first_seen = 0;  // a resend may carry new bytes past snd_max
-    if (seq_gt(end, h.c.snd_max)) {
-      if (seq_gt(pend, h.c.snd_max)) first_seen = pend - h.c.snd_max;
-      h.c.snd_max = end;
+    if (seq_gt(end, h.snd_max)) {
+      if (seq_gt(pend, h.snd_max)) first_seen = pend - h.snd_max;
+      h.snd_max = end;
     }
     l.repeat_bytes += len - first_seen;
     classify_resend(f, d, l, seq, end, now_us);
@@ -104,30 +104,30 @@ void Tracker::on_old_data(Flow& f, Dir d, const Segment& s, uint32_t now_us) {
 // seen, and the time since the sender's last transmission against its RTO.
 void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32_t end,
                               uint32_t now_us) {
-  HalfFlow h = f.h(d);
-  const uint32_t idle_us = now_us - h.s.last_send_us;
+  HalfFlow& h = f.h(d);
+  const uint32_t idle_us = now_us - h.last_send_us;
   const uint32_t rto = rto_us(h);
-  if (h.c.cc == CcState::kFastRecovery) {
+  if (h.cc == CcState::kFastRecovery) {
     // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired.
-    if (now_us - h.s.last_progress_us >= rto && seq == h.c.snd_una) {
+    if (now_us - h.last_progress_us >= rto && seq == h.snd_una) {
       start_loss_event(f, d, true, idle_us);
       bump(l.rexmt_timeout);
     } else {
       bump(l.rexmt_fast);  // NewReno partial ACK or SACK-driven resend within the same event
     }
-  } else if (h.c.dupacks >= 3 || ((h.c.dupacks >= 1 || (h.c.flags & kHfSackHoles)) &&
-                                  (h.c.flags & kHfSackPermitted) && idle_us < rto)) {
+  } else if (h.dupacks >= 3 || ((h.dupacks >= 1 || (h.flags & kHfSackHoles)) &&
+                                (h.flags & kHfSackPermitted) && idle_us < rto)) {
     // Dupack threshold, or SACK-based detection (RFC 6675, RACK in RFC 8985): the receiver
     // reports data above a hole and the resend comes before the retransmission timer.
     start_loss_event(f, d, false);
     bump(l.rexmt_fast);
-  } else if (h.c.cc == CcState::kTimeoutRecovery) {
+  } else if (h.cc == CcState::kTimeoutRecovery) {
     bump(l.rexmt_timeout);  // go-back-N after an RTO, or the RTO backing off
-  } else if (end == h.c.snd_max && h.c.dupacks == 0 && (seq != h.c.snd_una || idle_us < rto)) {
+  } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
     // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
     // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
     bump(l.rexmt_other);
-  } else if (idle_us >= rto || seq == h.c.snd_una) {
+  } else if (idle_us >= rto || seq == h.snd_una) {
     start_loss_event(f, d, true, idle_us);
     bump(l.rexmt_timeout);
   } else {
@@ -136,10 +136,10 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
 }
 
 void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t wait_us) {
-  HalfFlow h = f.h(d);
+  HalfFlow& h = f.h(d);
   wc_at_loss(f, d);
   LossState& l = loss(h);
-  h.c.flags |= kHfLossSeen;
+  h.flags |= kHfLossSeen;
   bump(timeout ? l.loss_timeout : l.loss_fast);
   bump(l.loss_by_flight[timeout ? 1 : 0][loss_flight_class(flight_segments(h))]);
   if (timeout) l.timeout_wait_us += wait_us;

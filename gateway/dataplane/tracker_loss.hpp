@@ -7,16 +7,16 @@
 
 namespace spand {
 
-inline bool Tracker::on_sack_blocks(HalfFlow h, const ParsedPacket& p) {
+inline bool Tracker::on_sack_blocks(HalfFlow& h, const ParsedPacket& p) {
   using namespace tracker_detail;
   const uint32_t ack = p.ack;
   // The receiver holds data above a hole.
   const bool sacks_above =
       p.opt.sack_count > 0 && seq_gt(p.opt.sack[p.opt.sack_count - 1].right, ack);
   if (p.opt.sack_count == 0) {
-    h.c.flags &= ~kHfSackHoles;
+    h.flags &= ~kHfSackHoles;
   } else if (sacks_above) {
-    h.c.flags |= kHfSackHoles;
+    h.flags |= kHfSackHoles;
   }
   // DSACK (RFC 2883): a first SACK block below the cumulative ACK, or inside the second block,
   // reports data received twice: the matching resend was spurious.
@@ -35,15 +35,15 @@ inline bool Tracker::on_sack_blocks(HalfFlow h, const ParsedPacket& p) {
   return sacks_above;
 }
 
-inline void Tracker::forget_acked_gaps(HalfFlow h, uint32_t ack) {
-  if (!h.c.gaps_open) return;
+inline void Tracker::forget_acked_gaps(HalfFlow& h, uint32_t ack) {
+  if (!h.gaps_open) return;
   if (LossState* l = loss_if_any(h)) {
     bool open = false;
     for (int i = 0; i < LossState::kHoles; ++i) {
       if (seq_ge(ack, l->hole_hi[i])) l->hole_lo[i] = l->hole_hi[i];  // acked: gap is history
       open = open || l->hole_lo[i] != l->hole_hi[i];
     }
-    h.c.gaps_open = open;
+    h.gaps_open = open;
   }
 }
 

@@ -7,8 +7,8 @@
 namespace spand {
 
 // Karn: a resend of the timed segment makes its sample ambiguous.
-void Tracker::karn_on_resend(HalfFlow h, uint32_t seq) {
-  if ((h.c.flags & kHfTimedValid) && seq_lt(seq, h.s.timed_end)) h.c.flags &= ~kHfTimedValid;
+void Tracker::karn_on_resend(HalfFlow& h, uint32_t seq) {
+  if ((h.flags & kHfTimedValid) && seq_lt(seq, h.timed_end)) h.flags &= ~kHfTimedValid;
 }
 
 void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
@@ -16,20 +16,20 @@ void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
     ++emit_.counters->rtt_below_resolution;
     return;
   }
-  HalfFlow h = f.h(d);
+  HalfFlow& h = f.h(d);
   if (src != RttSource::kHandshake) {
-    h.r.rtt_sum_us += rtt_us;
-    if (h.r.rtt_count == 0 || rtt_us < h.r.rtt_min_us) h.r.rtt_min_us = rtt_us;
-    if (rtt_us > h.r.rtt_max_us) h.r.rtt_max_us = rtt_us;
-    ++h.r.rtt_count;
+    h.rtt_sum_us += rtt_us;
+    if (h.rtt_count == 0 || rtt_us < h.rtt_min_us) h.rtt_min_us = rtt_us;
+    if (rtt_us > h.rtt_max_us) h.rtt_max_us = rtt_us;
+    ++h.rtt_count;
   }
-  if (h.r.srtt_us == 0) {  // RFC 6298 2.2 and 2.3
-    h.r.srtt_us = rtt_us;
-    h.r.rttvar_us = rtt_us / 2;
+  if (h.srtt_us == 0) {  // RFC 6298 2.2 and 2.3
+    h.srtt_us = rtt_us;
+    h.rttvar_us = rtt_us / 2;
   } else {
-    const uint32_t err = h.r.srtt_us > rtt_us ? h.r.srtt_us - rtt_us : rtt_us - h.r.srtt_us;
-    h.r.rttvar_us = h.r.rttvar_us - h.r.rttvar_us / 4 + err / 4;
-    h.r.srtt_us = h.r.srtt_us - h.r.srtt_us / 8 + rtt_us / 8;
+    const uint32_t err = h.srtt_us > rtt_us ? h.srtt_us - rtt_us : rtt_us - h.srtt_us;
+    h.rttvar_us = h.rttvar_us - h.rttvar_us / 4 + err / 4;
+    h.srtt_us = h.srtt_us - h.srtt_us / 8 + rtt_us / 8;
   }
   // Only the server's data (and the handshake) measure the path to the client's network.
   if (d != Dir::kS2C) return;

@@ -8,38 +8,38 @@
 namespace spand {
 
 // New data leaving: time it when no segment is timed, and note its TSval when no echo is awaited.
-inline void Tracker::time_segment(HalfFlow h, const ParsedPacket& p, uint32_t end,
+inline void Tracker::time_segment(HalfFlow& h, const ParsedPacket& p, uint32_t end,
                                   uint32_t now_us) {
   if (p.payload_len == 0) return;
-  if (!(h.c.flags & kHfTimedValid)) {
-    h.s.timed_end = end;
-    h.s.timed_us = now_us;
-    h.c.flags |= kHfTimedValid;
+  if (!(h.flags & kHfTimedValid)) {
+    h.timed_end = end;
+    h.timed_us = now_us;
+    h.flags |= kHfTimedValid;
   }
-  if (p.opt.has_ts && !(h.c.flags & kHfTsPending)) {
-    h.s.ts_val = p.opt.tsval;
-    h.s.ts_us = now_us;
-    h.c.flags |= kHfTsPending;
+  if (p.opt.has_ts && !(h.flags & kHfTsPending)) {
+    h.ts_val = p.opt.tsval;
+    h.ts_us = now_us;
+    h.flags |= kHfTsPending;
   }
 }
 
 // An ACK that covers the timed segment completes a data-to-ACK sample.
 inline void Tracker::rtt_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t now_us) {
-  HalfFlow h = f.h(d);
-  if ((h.c.flags & kHfTimedValid) && seq_ge(ack, h.s.timed_end)) {
-    h.c.flags &= ~kHfTimedValid;
-    rtt_between(f, d, h.s.timed_us, now_us, RttSource::kDataToAck);
+  HalfFlow& h = f.h(d);
+  if ((h.flags & kHfTimedValid) && seq_ge(ack, h.timed_end)) {
+    h.flags &= ~kHfTimedValid;
+    rtt_between(f, d, h.timed_us, now_us, RttSource::kDataToAck);
   }
 }
 
 inline void Tracker::on_timestamp_echo(Flow& f, Dir d, uint32_t tsecr, uint32_t now_us) {
-  HalfFlow h = f.h(d);
-  if (!(h.c.flags & kHfTsPending)) return;
-  if (tsecr == h.s.ts_val) {
-    h.c.flags &= ~kHfTsPending;
-    rtt_between(f, d, h.s.ts_us, now_us, RttSource::kTimestamp);
-  } else if (seq_gt(tsecr, h.s.ts_val)) {
-    h.c.flags &= ~kHfTsPending;  // the echo of our value was missed
+  HalfFlow& h = f.h(d);
+  if (!(h.flags & kHfTsPending)) return;
+  if (tsecr == h.ts_val) {
+    h.flags &= ~kHfTsPending;
+    rtt_between(f, d, h.ts_us, now_us, RttSource::kTimestamp);
+  } else if (seq_gt(tsecr, h.ts_val)) {
+    h.flags &= ~kHfTsPending;  // the echo of our value was missed
   }
 }
 

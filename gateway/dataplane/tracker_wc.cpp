@@ -10,22 +10,22 @@ using namespace tracker_detail;
 
 // Called by start_loss_event (tracker_loss.cpp) before the replica cuts its window.
 void Tracker::wc_at_loss(Flow& f, Dir d) {
-  HalfFlow h = f.h(d);
-  if (h.c.cc != CcState::kCongestionAvoidance) return;
+  HalfFlow& h = f.h(d);
+  if (h.cc != CcState::kCongestionAvoidance) return;
   const uint32_t cwnd_seg = cwnd_segments(h);
   // W_c (DESIGN.md): cwnd at the loss minus one segment.
   wc_sample(f, d, cwnd_seg > 1 ? cwnd_seg - 1 : 1, WcReason::kLossInCongestionAvoidance,
-            (h.c.flags & kHfRoundLimited) != 0);
+            (h.flags & kHfRoundLimited) != 0);
 }
 
 // End-of-connection W_c: a sender that never lost a segment ends with its current window.
 void Tracker::wc_at_close(Flow& f, CloseReason reason, uint16_t end_wc[2]) {
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
-    HalfFlow h = f.h(d);
+    HalfFlow& h = f.h(d);
     // A window under one segment is no window: a sender whose only data began below its ISN
     // and was acked a byte at a time (found by fuzz_pipeline) ended with cwnd 51/65536 and
     // made a W_c sample of 0.
-    if (unique_bytes(h) > 0 && !(h.c.flags & kHfLossSeen) && cwnd_segments(h) >= 1) {
+    if (unique_bytes(h) > 0 && !(h.flags & kHfLossSeen) && cwnd_segments(h) >= 1) {
       // An evicted flow's window is cut short (a flood pushed it out): not its W_c.
       if (reason == CloseReason::kEvicted) {
         if (d == Dir::kS2C) ++emit_.counters->wc_unsound_evicted;
@@ -33,31 +33,31 @@ void Tracker::wc_at_close(Flow& f, CloseReason reason, uint16_t end_wc[2]) {
       }
       const uint32_t w = cwnd_segments(h);
       end_wc[static_cast<int>(d)] = sat16(w);
-      wc_sample(f, d, w, WcReason::kEndOfConnection, (h.c.flags & kHfRoundLimited) != 0);
+      wc_sample(f, d, w, WcReason::kEndOfConnection, (h.flags & kHfRoundLimited) != 0);
     }
   }
 }
 
 void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limited) {
-  HalfFlow h = f.h(d);
+  HalfFlow& h = f.h(d);
   // Sound samples only (README, "Sound samples"): a flight with a sequence jump, or a connection
   // picked up mid-stream whose flights never exceeded 2 segments (lone ACKs and data segments
   // make such flows at will), gives no W_c.
-  if (h.c.seq_jump) {
+  if (h.seq_jump) {
     if (d == Dir::kS2C) ++emit_.counters->wc_unsound_seq_jump;
     return;
   }
-  if (!f.handshake && h.s.max_flight_seg < kMinPickupFlightSegments) {
+  if (!f.handshake && h.max_flight_seg < kMinPickupFlightSegments) {
     if (d == Dir::kS2C) ++emit_.counters->wc_unsound_pickup;
     return;
   }
-  if (h.s.wc_count < 2) {
+  if (h.wc_count < 2) {
     // A loss sample is kept in the LossState its loss took; the end-of-connection one (the
     // only one of a direction that saw no loss) goes into the record in close().
-    if (why != WcReason::kEndOfConnection) loss(h).wc_first[h.s.wc_count] = sat16(wc_seg);
-    if (limited) h.c.flags |= h.s.wc_count == 0 ? kHfWcLimited0 : kHfWcLimited1;
+    if (why != WcReason::kEndOfConnection) loss(h).wc_first[h.wc_count] = sat16(wc_seg);
+    if (limited) h.flags |= h.wc_count == 0 ? kHfWcLimited0 : kHfWcLimited1;
   }
-  if (h.s.wc_count != UINT8_MAX) ++h.s.wc_count;
+  if (h.wc_count != UINT8_MAX) ++h.wc_count;
   if (d != Dir::kS2C) return;  // the window the server's connections get toward the client
   Sample s = base_sample(f, SampleKind::kWc);
   s.wc_reason = why;

@@ -120,13 +120,9 @@ void Worker::flush_staged() {
   // The staged packets' slots were prefetched as they were staged: now the flows they point to,
   // kFlowAhead packets ahead of the one tracked.
   const uint32_t n = staged_count_;
-  auto prefetch_flow = [&](uint32_t i) {
-    const Staged& st = staged_[i];
-    table_->prefetch_flow(st.hash, st.pkt.flags, st.pkt.payload_len, st.src_is_lo);
-  };
-  for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) prefetch_flow(i);
+  for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) table_->prefetch_flow(staged_[i].hash);
   for (uint32_t i = 0; i < n; ++i) {
-    if (i + kFlowAhead < n) prefetch_flow(i + kFlowAhead);
+    if (i + kFlowAhead < n) table_->prefetch_flow(staged_[i + kFlowAhead].hash);
     const Staged& st = staged_[i];
     track(st.pkt, st.key, st.hash, st.src_is_lo);
   }
@@ -156,9 +152,7 @@ void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
     }
   }
   auto prefetch_flow = [&](uint32_t i) {
-    const Prepared& p = frames[i];
-    if (p.drop == Drop::kNone)
-      table_->prefetch_flow(p.hash, p.pkt.flags, p.pkt.payload_len, p.src_is_lo);
+    if (frames[i].drop == Drop::kNone) table_->prefetch_flow(frames[i].hash);
   };
   for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) prefetch_flow(i);
   for (uint32_t i = 0; i < n; ++i) {
@@ -220,7 +214,6 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, boo
     ++counters_.flows_created;
     counters_.flows_peak = table_->flows_peak();
     tracker_->on_new_flow(*f, p, src_is_lo);
-    table_->note_roles(*f, hash);
   }
   tracker_->on_packet(*f, p, src_is_lo);
 
