@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
       "  0  stopped by SIGINT or SIGTERM, the last Report samples written to Redis\n"
       "  2  bad usage or configuration (an unknown option, a value out of range, a\n"
       "     configuration file error naming FILE:LINE), or the service could not start (a port\n"
-      "     that cannot be bound, an unreadable TLS file)\n"
-      "  5  Report samples that did not reach Redis at exit");
+      "     that cannot be bound, an unreadable TLS file, no --client-key-file)\n"
+      "  5  Report samples that did not reach Redis at exit, or a client id key that differed\n"
+      "     from the other writers' (nothing was written)");
   CommandLine cl;
   cl.print_version = [] { print_version("spand-estimates", {{"gRPC", grpc::Version()}}); };
   // Names before the options were unified across the binaries.
@@ -65,10 +66,10 @@ int main(int argc, char** argv) {
                  "First part of every Redis key: deployments sharing one Redis use one each "
                  "(the Cluster hash tag follows it)");
   app.add_option("--client-key-file", c.client_key_file,
-                 "Key of the client ids in the W_c client tables: a file whose first line is 32 "
-                 "hex digits, the same for every gateway and replica writing to one Redis "
-                 "(default: a public key, with which addresses can be chosen to win the tables' "
-                 "places)");
+                 "Key of the client ids of Report samples in the W_c client tables (required): "
+                 "a file whose first line is 32 hex digits, the same for every gateway and "
+                 "replica writing to one Redis; 'public': the published key (tests), with which "
+                 "addresses can be chosen to win the tables' places");
   app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")
       ->capture_default_str()
       ->check(listen_address());
