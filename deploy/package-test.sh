@@ -22,6 +22,9 @@ deb=$(ls "$out"/spand_*_"$(dpkg --print-architecture)".deb)
 apt-get install -y --allow-downgrades --reinstall "$deb" > "$out/install.log" 2>&1 ||
   { tail -30 "$out/install.log"; exit 1; }
 dpkg -L spand > "$out/files.txt"
+# The client id key the postinst creates (kept if it was there): 32 hex digits, root only.
+grep -Eqx '[0-9a-f]{32}' /etc/spand/client.key && [ "$(stat -c %a:%U /etc/spand/client.key)" = 600:root ] ||
+  { echo "package: /etc/spand/client.key missing, malformed or not 0600 root"; exit 1; }
 # The installed programs are the ones just built.
 dpkg-deb -x "$deb" "$out/unpacked"
 for b in usr/bin/spand-gateway usr/bin/spand-estimates usr/bin/spandctl usr/sbin/spand-agent; do

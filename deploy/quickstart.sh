@@ -27,16 +27,22 @@ redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$o
   --daemonize yes --pidfile "$out/redis.pid" --logfile "$out/redis.log"
 trap 'kill "$(cat "$out/redis.pid")" 2>/dev/null || true' EXIT
 for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+# Every writer to Redis (the gateway, the replica taking Report) needs the deployment's client id
+# key, the same for all: one random key for this demo, kept across runs (a package install makes
+# /etc/spand/client.key instead).
+key=$out/client.key
+[ -s "$key" ] || (umask 077 && od -An -tx1 -N16 /dev/urandom | tr -d ' \n' > "$key" && echo >> "$key")
 
 # The bundled capture has one client host per /24: the demo asks for one sample and one client
 # (the defaults, 5 samples from 2 clients, guard real deployments against single-host forgery).
 echo "== spand-gateway --pcap $capture --redis redis://127.0.0.1:$port"
-"$build/spand-gateway" --pcap "$capture" --redis "redis://127.0.0.1:$port" --min-samples 1 \
+"$build/spand-gateway" --pcap "$capture" --redis "redis://127.0.0.1:$port" \
+  --client-key-file "$key" --min-samples 1 \
   --flows-out "$out/flows.jsonl" --samples-out "$out/samples.jsonl" --prefix-summary
 echo "== Redis now holds $(redis-cli -p "$port" --scan --pattern 'spand:*' | wc -l) spand keys"
 status=1
 if [ -x "$build/gateway/control/spand-estimates" ] && [ -x "$build/tools/spandctl" ]; then
-  "$build/gateway/control/spand-estimates" --redis "redis://127.0.0.1:$port" \
+  "$build/gateway/control/spand-estimates" --redis "redis://127.0.0.1:$port" --client-key-file "$key" \
     --grpc-listen "127.0.0.1:$grpc" --min-samples 1 --min-clients 1 >"$out/estimates.log" 2>&1 &
   est=$!
   trap 'kill $est 2>/dev/null; kill "$(cat "$out/redis.pid")" 2>/dev/null || true' EXIT

@@ -7,7 +7,7 @@ _spand() {
   case $prev in
     --config | -c | --pcap | --flows-out | --samples-out | --estimates-file | -f | \
     --redis-password-file | --report-token-file | --grpc-tls-cert | --grpc-tls-key | \
-    --grpc-client-ca | --report-socket | --tls-ca | --tls-cert | --tls-key)
+    --grpc-client-ca | --report-socket | --tls-ca | --tls-cert | --tls-key | --client-key-file)
       _filedir
       return
       ;;

@@ -43,7 +43,7 @@ cleanup() {
 }
 trap cleanup EXIT
 "${run[@]}" -d --name "$name" --network host spand-test spand-estimates \
-  --config /etc/spand/estimates.toml --redis "redis://127.0.0.1:$port" \
+  --config /etc/spand/estimates.toml --redis "redis://127.0.0.1:$port" --client-key-file public \
   --grpc-listen "127.0.0.1:$((port + 1))" --metrics-listen "127.0.0.1:$((port + 2))" > /dev/null
 for _ in $(seq 50); do
   curl -fsS "http://127.0.0.1:$((port + 2))/metrics" > "$work/metrics.txt" 2> /dev/null && break

@@ -268,7 +268,8 @@ void Collector::drain(Worker& w) {
   Sample s;
   while (w.samples().pop(s)) {
     if (s.kind != SampleKind::kNewConnection) {
-      if (is_aggregated(s.kind)) prefixes_[prefix_of(s.client, opts_.prefix)].add(s);
+      if (is_aggregated(s.kind))
+        prefixes_[prefix_of(s.client, opts_.prefix)].add(s, opts_.client_key);
       if (samples_out_) {
         line_.clear();
         sample_json(line_, s, opts_.prefix);

@@ -23,6 +23,9 @@ struct OutputOptions {
   std::string flows_path;    // empty = no flow records
   std::string samples_path;  // empty = no sample records
   PrefixConfig prefix;
+  // Client ids of the prefix summary's W_c client tables (--client-key-file; the public key
+  // without it): the same ids as the Redis writer's.
+  SipKey client_key = kPublicClientIdKey;
 };
 
 // Serializes one record as a single JSON object line (no trailing newline), appended to `j`.

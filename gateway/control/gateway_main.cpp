@@ -29,6 +29,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "estimates/estimate.hpp"
+#include "estimates/sample_writer.hpp"
 #endif
 
 namespace {
@@ -61,13 +62,13 @@ constexpr const char* kExitStatus =
     "  0  success (also after SIGINT or SIGTERM)\n"
     "  2  bad usage, configuration or input: an unknown option, a value out of range, a\n"
     "     configuration file error (FILE:LINE), an unreadable or damaged capture file, an\n"
-    "     interface that cannot be opened\n"
+    "     interface that cannot be opened, --redis without --client-key-file\n"
     "  3  runtime error: a gRPC or /metrics port that cannot be bound, a capture that fails\n"
     "     while running\n"
     "  4  a live run that lost frames before the gateway (kernel or NIC drops) or whose\n"
     "     interface went away\n"
     "  5  records or samples lost: a write error on an output, or samples that did not reach\n"
-    "     Redis\n"
+    "     Redis (also: a client id key that differed from the other writers', nothing written)\n"
     "A lower status wins when several apply. The numbers mean the same in every spand binary\n"
     "(docs/exit-status.md).";
 
@@ -149,7 +150,8 @@ int main(int argc, char** argv) {
   app.add_flag("--prefix-summary", prefix_summary,
                "At exit, print count and mean of W_c and RTT per client prefix to stdout, "
                "with the connections per identified sender (reno, cubic, scalable, bbr; "
-               "docs/records.md)");
+               "docs/records.md); client ids (wc_median, clients) under --client-key-file's "
+               "key when given, else the public key");
   app.add_option("--prefix-len-v4", v4_len, "Client prefix length for IPv4")
       ->default_val(24)
       ->check(CLI::Range(1, 32));
@@ -209,9 +211,10 @@ int main(int argc, char** argv) {
                  "(the Cluster hash tag follows it)");
   cg->add_option("--client-key-file", ctl.client_key_file,
                  "Key of the client ids in the W_c client tables: a file whose first line is 32 "
-                 "hex digits, the same for every gateway and replica writing to one Redis "
-                 "(default: a public key, with which addresses can be chosen to win the tables' "
-                 "places)");
+                 "hex digits, the same for every gateway and replica writing to one Redis. "
+                 "Required with --redis/--redis-cluster; 'public': the published key (replays, "
+                 "tests), with which addresses can be chosen to win the tables' places. Also "
+                 "the key of --prefix-summary's client ids");
   cg->add_option("--flush-interval-ms", ctl.flush_interval_ms, "Flush accumulators this often")
       ->default_val(ctl.flush_interval_ms)
       ->check(CLI::Range(1u, 3'600'000u));
@@ -319,6 +322,15 @@ int main(int argc, char** argv) {
     return usage_error("give one input: --pcap FILE, --interface IF or DPDK's EAL arguments");
   }
 
+  if (prefix_summary && !ctl.client_key_file.empty()) {
+#ifdef SPAND_HAVE_ESTIMATES
+    std::string key_error;
+    if (!read_client_key_file(ctl.client_key_file, out_opts.client_key, key_error))
+      return usage_error(key_error);
+#else
+    return usage_error("this build has no estimates component: --client-key-file unsupported");
+#endif
+  }
   Collector collector(out_opts);
   std::string error;
   if (!collector.open(error)) return usage_error(error);

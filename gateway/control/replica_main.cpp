@@ -46,10 +46,12 @@ int main(int argc, char** argv) {
       "Exit status:\n"
       "  0  stopped by SIGINT or SIGTERM, the last Report samples written to Redis\n"
       "  2  bad usage or configuration (an unknown option, a value out of range, a\n"
-      "     configuration file error naming FILE:LINE, an unreadable TLS or key file)\n"
+      "     configuration file error naming FILE:LINE, an unreadable TLS or key file, no\n"
+      "     --client-key-file)\n"
       "  3  runtime error: the gRPC or /metrics port cannot be bound (in use, an address not\n"
       "     on this host)\n"
-      "  5  Report samples that did not reach Redis at exit\n"
+      "  5  Report samples that did not reach Redis at exit, or a client id key that differed\n"
+      "     from the other writers' (nothing was written)\n"
       "The numbers mean the same in every spand binary (docs/exit-status.md).");
   CommandLine cl;
   cl.print_version = [] { print_version("spand-estimates", {{"gRPC", grpc::Version()}}); };
@@ -68,10 +70,10 @@ int main(int argc, char** argv) {
                  "First part of every Redis key: deployments sharing one Redis use one each "
                  "(the Cluster hash tag follows it)");
   app.add_option("--client-key-file", c.client_key_file,
-                 "Key of the client ids in the W_c client tables: a file whose first line is 32 "
-                 "hex digits, the same for every gateway and replica writing to one Redis "
-                 "(default: a public key, with which addresses can be chosen to win the tables' "
-                 "places)");
+                 "Key of the client ids of Report samples in the W_c client tables (required): "
+                 "a file whose first line is 32 hex digits, the same for every gateway and "
+                 "replica writing to one Redis; 'public': the published key (tests), with which "
+                 "addresses can be chosen to win the tables' places");
   app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")
       ->capture_default_str()
       ->check(listen_address());

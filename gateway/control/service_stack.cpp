@@ -157,6 +157,14 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   }
   RedisStoreOptions store_opts;
   if (!redis_store_options_from(c, store_opts, error)) return nullptr;
+  // A writer's client ids need the deployment's key: no silent public default
+  // (gateway/estimates/README.md, "Client ids").
+  if (c.client_key_file.empty()) {
+    error = std::string(kNoClientKeyError);
+    return nullptr;
+  }
+  SipKey client_key;
+  if (!read_client_key_file(c.client_key_file, client_key, error)) return nullptr;
 
   if (!c.metrics_listen.empty()) {
     try {
@@ -190,9 +198,12 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
 
   s->write_store_ = std::make_unique<RedisStore>(store_opts);
   SampleWriterOptions writer_opts = writer_options_from(c);
-  if (!c.client_key_file.empty() &&
-      !read_client_key_file(c.client_key_file, writer_opts.client_key, error))
-    return nullptr;
+  writer_opts.client_key = client_key;
+  const std::string fingerprint = client_key_fingerprint_hex(client_key);
+  s->write_store_->expect_client_key(fingerprint);
+  std::fprintf(stderr, "%s: client id key: fingerprint %s (%s)\n", opts.program.c_str(),
+               fingerprint.c_str(),
+               c.client_key_file == kPublicKeyWord ? "the public key" : c.client_key_file.c_str());
   s->writer_ = std::make_unique<SampleWriter>(*s->write_store_, writer_opts);
   ServiceStack* self = s.get();
   s->writer_->set_flush_observer([self](double latency_s, bool) {
@@ -276,8 +287,10 @@ void ServiceStack::tick(uint64_t capture_now_ns) {
 // at most one per error_line_interval_ms (the counters are in /metrics).
 void ServiceStack::report_writer_trouble(std::chrono::steady_clock::time_point now) {
   const WriterStats w = writer_->stats();
+  // A key mismatch is said even when no update waits (a replica without Report traffic).
+  const uint64_t mismatches = write_store_->client_key_mismatches();
   if (w.flush_errors_total == reported_flush_errors_ &&
-      w.backlog_dropped_total == reported_dropped_)
+      w.backlog_dropped_total == reported_dropped_ && mismatches == reported_mismatches_)
     return;
   if (last_error_line_ != std::chrono::steady_clock::time_point{} &&
       now - last_error_line_ < std::chrono::milliseconds(opts_.error_line_interval_ms))
@@ -291,6 +304,7 @@ void ServiceStack::report_writer_trouble(std::chrono::steady_clock::time_point n
                writer_->last_error().c_str());
   reported_flush_errors_ = w.flush_errors_total;
   reported_dropped_ = w.backlog_dropped_total;
+  reported_mismatches_ = mismatches;
 }
 
 void ServiceStack::publish_writer_metrics() {
@@ -306,6 +320,8 @@ void ServiceStack::publish_writer_metrics() {
   t.rejected_rtt_bound = w.rejected_rtt_bound;
   t.clock_clamped = write_store_->clock_clamped();
   t.clock_repaired = write_store_->clock_repaired();
+  t.client_key_mismatches = write_store_->client_key_mismatches();
+  t.client_key_mismatch = write_store_->client_key_state() == RedisStore::ClientKeyState::kMismatch;
   t.store_clock_ns = clock_->now_ns();
   static_assert(std::tuple_size_v<decltype(t.report_rejected)> == size_t(ReportReject::kCount));
   for (size_t i = 0; i < t.report_rejected.size(); ++i)
@@ -322,7 +338,14 @@ bool ServiceStack::finish() {
   const bool flushed = writer_->finish(std::chrono::milliseconds(opts_.finish_wait_ms));
   publish_writer_metrics();
   const WriterStats w = writer_->stats();
-  if (flushed && w.backlog_dropped_total == 0) return true;
+  // A writer whose key differed from the other writers' ends with the status of lost samples
+  // even when none waited: its own could not have been written.
+  const bool mismatch = write_store_->client_key_state() == RedisStore::ClientKeyState::kMismatch;
+  if (flushed && w.backlog_dropped_total == 0 && !mismatch) return true;
+  if (mismatch && flushed && w.backlog_dropped_total == 0) {
+    std::fprintf(stderr, "%s: Redis: %s\n", opts_.program.c_str(), writer_->last_error().c_str());
+    return false;
+  }
   std::fprintf(stderr,
                "%s: Redis: samples lost: %" PRIu64 " bucket updates (%" PRIu64
                " samples) not written at exit, %" PRIu64 " updates (%" PRIu64

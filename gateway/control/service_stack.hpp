@@ -89,6 +89,16 @@ class SettableClock final : public Clock {
   std::atomic<uint64_t> ns_{0};
 };
 
+// Why a writer does not start without --client-key-file (both programs write to Redis).
+inline constexpr const char* kNoClientKeyError =
+    "--client-key-file is required with Redis: every gateway and spand-estimates writing to one "
+    "Redis needs the same secret key for client ids. The Debian package creates "
+    "/etc/spand/client.key; elsewhere create one with\n"
+    "  (umask 077; od -An -tx1 -N16 /dev/urandom | tr -d ' \\n' > /etc/spand/client.key)\n"
+    "and give every writer of this Redis a copy. '--client-key-file public' uses the published "
+    "key instead (replays, tests): with it client addresses can be chosen to win the W_c client "
+    "tables";
+
 struct StackOptions {
   ControlOptions control;
   CoreOptions core;             // prefix, min_samples and window come from `control`
@@ -156,7 +166,7 @@ class ServiceStack final : public SampleSink {
   LossFigures flow_totals_;  // host thread: every add_flow's figures, for /metrics
   std::chrono::steady_clock::time_point last_metrics_{};
   std::chrono::steady_clock::time_point last_error_line_{};
-  uint64_t reported_flush_errors_ = 0, reported_dropped_ = 0;
+  uint64_t reported_flush_errors_ = 0, reported_dropped_ = 0, reported_mismatches_ = 0;
 };
 
 }  // namespace spand

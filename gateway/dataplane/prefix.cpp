@@ -47,6 +47,11 @@ uint32_t client_id(const IpAddr& addr, const SipKey& key) {
   return uint32_t(siphash24(key, addr.bytes.data(), addr.bytes.size()) >> 32);
 }
 
+uint64_t client_key_fingerprint(const SipKey& key) {
+  const char* label = kClientKeyFingerprintLabel;
+  return siphash24(key, reinterpret_cast<const uint8_t*>(label), std::strlen(label));
+}
+
 uint32_t client_bit(const IpAddr& addr, const SipKey& key) {
   return client_id(addr, key) >> 27;  // 0..31
 }

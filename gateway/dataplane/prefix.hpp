@@ -67,6 +67,13 @@ uint32_t rtt_bin_low_us(uint32_t bin);
 // small can be chosen offline to take the table's places.
 inline constexpr SipKey kPublicClientIdKey{0x5350414e44434c49ull, 0x454e542d49442d31ull};
 
+// What writers compare to agree on the key without showing it: SipHash-2-4 of the fixed label
+// kClientKeyFingerprintLabel under the key (a PRF: the fingerprint tells nothing of the key, and
+// two keys share one with probability 2^-64). Stored in Redis by the first writer
+// (docs/redis-schema.md, "The client id key's fingerprint").
+inline constexpr const char* kClientKeyFingerprintLabel = "spand client id key fingerprint v1";
+uint64_t client_key_fingerprint(const SipKey& key);
+
 // W_c sums of one client address (client_id), for the robust W_c: the lower median of per-client
 // means (Accumulator::wc_client_median).
 struct WcClientSums {

@@ -31,6 +31,10 @@ std::string clock_key(std::string_view key_prefix) {
   return std::string(key_prefix) + ":{g}:clock";
 }
 
+std::string client_key_fp_key(std::string_view key_prefix) {
+  return std::string(key_prefix) + ":{g}:client_key_fp";
+}
+
 std::string top_scratch_key(std::string_view key_prefix) {
   return std::string(key_prefix) + ":{g}:top:scratch";
 }

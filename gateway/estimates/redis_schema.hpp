@@ -68,6 +68,10 @@ std::string activity_key(uint64_t bucket_start_s, std::string_view key_prefix = 
 // spand:{g}:clock -- newest capture time (ns, decimal) any writer has seen; a replica's "now".
 inline constexpr const char* kClockKey = "spand:{g}:clock";
 std::string clock_key(std::string_view key_prefix = kDefaultKeyPrefix);
+// spand:{g}:client_key_fp -- the fingerprint of the writers' client id key (16 hex digits,
+// client_key_fingerprint), set by the first writer with SET NX; a writer whose key has another
+// fingerprint writes nothing (RedisStore::expect_client_key).
+std::string client_key_fp_key(std::string_view key_prefix = kDefaultKeyPrefix);
 // Scratch key of the top script (atomic, so one fixed name is safe).
 std::string top_scratch_key(std::string_view key_prefix = kDefaultKeyPrefix);
 

@@ -151,6 +151,13 @@ bool RedisStore::write_updates(std::vector<PendingUpdate>& updates, uint64_t clo
   ActivityMap activity_sent = std::move(activity_pending_);
   activity_pending_.clear();
   append_activity_commands(cmds, activity_sent, clock);
+  if (!key_fingerprint_.empty() && !client_key_agrees_locked(!cmds.empty(), error)) {
+    // Nothing written: the updates stay with the writer, the activity and clock for later.
+    for (auto& [bucket, per_prefix] : activity_sent)
+      for (auto& [prefix, samples] : per_prefix) activity_pending_[bucket][prefix] += samples;
+    clock_pending_ns_ = std::max(clock_pending_ns_, clock);
+    return false;
+  }
   if (cmds.empty()) return true;
 
   std::vector<RedisResult> results;
@@ -328,6 +335,60 @@ bool RedisStore::read_clock(uint64_t& now_ns, std::string& error) {
                ? std::strtoull(results[0].reply.str.c_str(), nullptr, 10)
                : 0;
   return true;
+}
+
+void RedisStore::expect_client_key(const std::string& fingerprint) {
+  std::lock_guard lock(mu_);
+  key_fingerprint_ = fingerprint;
+  key_state_ = ClientKeyState::kUnchecked;
+}
+
+bool RedisStore::client_key_agrees_locked(bool writing, std::string& error) {
+  const auto now = std::chrono::steady_clock::now();
+  const ClientKeyState state = key_state_.load(std::memory_order_relaxed);
+  if (state == ClientKeyState::kAgreed &&
+      (!writing || now - key_checked_at_ < opts_.client_key_recheck))
+    return true;
+  const std::string key = client_key_fp_key(opts_.window.key_prefix);
+  std::vector<RedisCommand> cmds;
+  if (state != ClientKeyState::kAgreed) {  // claim it if no writer has
+    RedisCommand set;
+    set.route_key = key;
+    set.argv = {"SET", key, key_fingerprint_, "NX"};
+    cmds.push_back(std::move(set));
+  }
+  RedisCommand get;
+  get.route_key = key;
+  get.argv = {"GET", key};
+  cmds.push_back(std::move(get));
+  std::vector<RedisResult> results;
+  exec_->execute(cmds, results);
+  for (const RedisResult& r : results) {
+    if (!r.delivered || r.reply.is_error()) {
+      // A re-check that did not get through proves nothing: write, and check at the next flush.
+      if (state == ClientKeyState::kAgreed) return true;
+      error = "client id key check (" + key + "): " + (r.delivered ? r.reply.str : r.error);
+      return false;
+    }
+  }
+  key_checked_at_ = now;
+  const RedisReply& stored = results.back().reply;
+  if (stored.type == RedisReply::Type::kString && stored.str == key_fingerprint_) {
+    key_state_ = ClientKeyState::kAgreed;
+    return true;
+  }
+  if (stored.type != RedisReply::Type::kString) {
+    if (state == ClientKeyState::kAgreed) return true;  // deleted since: the next writer claims it
+    error = "client id key check (" + key + "): deleted while it was claimed; trying again";
+    return false;
+  }
+  key_state_ = ClientKeyState::kMismatch;
+  key_mismatches_.fetch_add(1, std::memory_order_relaxed);
+  error = "client id key mismatch: this writer's key has fingerprint " + key_fingerprint_ + ", " +
+          key + " holds " + stored.str.substr(0, 64) +
+          ": the writers of this Redis use different --client-key-file keys (their samples would "
+          "count one client under two ids); nothing is written until they agree";
+  return false;
 }
 
 uint64_t RedisStore::reconnects() const {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -26,6 +27,8 @@ struct RedisStoreOptions {
   uint32_t activity_chunk = 10'000;  // prefixes per activity script call (bounds its run time)
   // spand:{g}:clock never moves beyond the Redis server's TIME + this (docs/redis-schema.md).
   uint32_t clock_skew_s = kDefaultClockSkewS;
+  // How often a writer that agreed on the client id key checks it again (expect_client_key).
+  std::chrono::milliseconds client_key_recheck{10'000};
 };
 
 // Fills store options from the gateway's options: redis_url or redis_cluster_seeds, the password
@@ -88,6 +91,19 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   // The newest capture time written by any gateway (0 if none yet).
   bool read_clock(uint64_t& now_ns, std::string& error);
 
+  // The client id key check (docs/redis-schema.md, "The client id key's fingerprint"): from now
+  // on write_updates compares `fingerprint` (client_key_fingerprint_hex of this writer's key)
+  // with PREFIX:{g}:client_key_fp before writing: at the first write (SET NX, then GET: the first
+  // writer's fingerprint stays), then every client_key_recheck (GET). While they differ nothing
+  // is written (every update fails with "client id key mismatch: ..." and stays with the
+  // writer), and each check that finds another fingerprint is counted. A stored fingerprint
+  // deleted after this store agreed is not claimed again by it: the next writer to start claims
+  // it (key rotation), and this store then finds the difference at its next check.
+  void expect_client_key(const std::string& fingerprint);
+  enum class ClientKeyState : uint8_t { kUnchecked = 0, kAgreed = 1, kMismatch = 2 };
+  ClientKeyState client_key_state() const { return key_state_.load(std::memory_order_relaxed); }
+  uint64_t client_key_mismatches() const { return key_mismatches_.load(std::memory_order_relaxed); }
+
   RedisStoreStats stats() const;
   // Without the mutex (never waits for a flush in progress).
   uint64_t clock_clamped() const { return clock_clamped_.load(std::memory_order_relaxed); }
@@ -115,6 +131,11 @@ class RedisStore final : public EstimateStore, public UpdateSink {
   uint64_t activity_errors_ = 0;
   std::atomic<uint64_t> clock_clamped_{0};  // atomics: read without the mutex (metrics)
   std::atomic<uint64_t> clock_repaired_{0};
+  bool client_key_agrees_locked(bool writing, std::string& error);
+  std::string key_fingerprint_;  // empty: no check
+  std::chrono::steady_clock::time_point key_checked_at_{};
+  std::atomic<ClientKeyState> key_state_{ClientKeyState::kUnchecked};
+  std::atomic<uint64_t> key_mismatches_{0};
 };
 
 }  // namespace spand

@@ -1,6 +1,7 @@
 #include "estimates/sample_writer.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 
 #include "estimates/redis_schema.hpp"
@@ -46,7 +47,18 @@ SampleWriterOptions writer_options_from(const EstimatesOptions& opts) {
   return w;
 }
 
+std::string client_key_fingerprint_hex(const SipKey& key) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx",
+                static_cast<unsigned long long>(client_key_fingerprint(key)));
+  return buf;
+}
+
 bool read_client_key_file(const std::string& path, SipKey& key, std::string& error) {
+  if (path == kPublicKeyWord) {
+    key = kPublicClientIdKey;
+    return true;
+  }
   std::ifstream in(path);
   std::string line;
   if (!in || !std::getline(in, line)) {

@@ -45,9 +45,13 @@ struct SampleWriterOptions {
 SampleWriterOptions writer_options_from(const EstimatesOptions& opts);
 
 // The client id key from `path` (EstimatesOptions::client_key_file): its first line, 32 hex
-// digits (16 bytes, k0 from the first 8 in little-endian order). False with `error` naming the
-// file when it cannot be read or is not that.
+// digits (16 bytes, k0 from the first 8 in little-endian order); the word "public" (kPublicKeyWord)
+// stands for kPublicClientIdKey (say ./public for a file of that name). False with `error` naming
+// the file when it cannot be read or is not that.
+inline constexpr const char* kPublicKeyWord = "public";
 bool read_client_key_file(const std::string& path, SipKey& key, std::string& error);
+// client_key_fingerprint(key) as 16 lowercase hex digits: what writers store and compare in Redis.
+std::string client_key_fingerprint_hex(const SipKey& key);
 
 // Why add() refused a sample.
 enum class SampleReject : uint8_t { kNone = 0, kFuture, kWcBound, kRttBound };

@@ -225,6 +225,21 @@ Metrics::Metrics()
                          .Help("Store clocks found beyond Redis time + skew and replaced")
                          .Register(r)
                          .Add({});
+  client_key_mismatches_ =
+      &BuildCounter()
+           .Name("spand_redis_client_key_mismatch_total")
+           .Help(
+               "Checks that found another client id key's fingerprint in Redis: this writer's "
+               "--client-key-file differs from the other writers'")
+           .Register(r)
+           .Add({});
+  client_key_mismatch_ = &BuildGauge()
+                              .Name("spand_redis_client_key_mismatch")
+                              .Help(
+                                  "1 while this writer refuses to write because its client id "
+                                  "key differs from the one in Redis, else 0")
+                              .Register(r)
+                              .Add({});
   store_clock_ = &BuildGauge()
                       .Name("spand_store_clock_seconds")
                       .Help(
@@ -351,6 +366,8 @@ void Metrics::set_writer_totals(const WriterTotals& t) {
   advance(rejected_rtt_, t.rejected_rtt_bound, b.rejected_rtt_bound);
   advance(clock_clamped_, t.clock_clamped, b.clock_clamped);
   advance(clock_repaired_, t.clock_repaired, b.clock_repaired);
+  advance(client_key_mismatches_, t.client_key_mismatches, b.client_key_mismatches);
+  client_key_mismatch_->Set(t.client_key_mismatch ? 1 : 0);
   advance(wc_by_median_, t.wc_by_median, b.wc_by_median);
   advance(wc_by_mean_, t.wc_by_mean, b.wc_by_mean);
   advance(wc_left_out_, t.wc_clients_left_out, b.wc_clients_left_out);

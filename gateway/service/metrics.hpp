@@ -49,6 +49,10 @@ struct WriterTotals {
   uint64_t rejected_rtt_bound = 0;
   uint64_t clock_clamped = 0;   // store clock writes cut to Redis TIME + skew
   uint64_t clock_repaired = 0;  // poisoned store clocks replaced
+  // The client id key check (RedisStore::expect_client_key): checks that found another writer's
+  // fingerprint in Redis, and whether this writer refuses to write now.
+  uint64_t client_key_mismatches = 0;
+  bool client_key_mismatch = false;
   uint64_t store_clock_ns =
       0;  // the service's "now": capture time (gateway), store clock (replica)
   // Report messages rejected, by ReportReject (estimates_core.hpp) order.
@@ -152,6 +156,8 @@ class Metrics {
   prometheus::Counter* rejected_rtt_;
   prometheus::Counter* clock_clamped_;
   prometheus::Counter* clock_repaired_;
+  prometheus::Counter* client_key_mismatches_;
+  prometheus::Gauge* client_key_mismatch_;
   prometheus::Counter* wc_by_median_;
   prometheus::Counter* wc_by_mean_;
   prometheus::Counter* wc_left_out_;

@@ -110,7 +110,7 @@ run_a() {
 run_a_writer() {
   echo "== (a+w) as (a), with --redis (writer on, flush every 1 s)"
   local line
-  dpdk_run "$WORK/gw_dpdk_w.log" --redis "redis://127.0.0.1:$redis_port"
+  dpdk_run "$WORK/gw_dpdk_w.log" --redis "redis://127.0.0.1:$redis_port" --client-key-file public
   W_CPU+=("$(per_cpu_s "$line")")
 }
 run_c() {

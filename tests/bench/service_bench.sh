@@ -60,7 +60,8 @@ echo "redis keys: $(redis-cli -p "$rport" dbsize)"
 
 run_case() { # label cache_ttl_ms data_file [build_dir [concurrency [ghz [read_connections]]]]
   local gport; gport=$(free_port)
-  "${4:-$build}/gateway/control/spand-estimates" --redis "redis://127.0.0.1:$rport" --grpc-listen "127.0.0.1:$gport" \
+  "${4:-$build}/gateway/control/spand-estimates" --redis "redis://127.0.0.1:$rport" --client-key-file public \
+    --grpc-listen "127.0.0.1:$gport" \
     --clock wall --cache-ttl-ms "$2" --read-connections "${7:-$read_conns}" >"$tmp/replica.log" 2>&1 &
   local rp=$!
   pids+=($rp)

@@ -42,7 +42,7 @@ def test_good_outputs_still_exit_0(tmp_path):
 
 
 def test_unreachable_redis_exits_5_and_says_how_many_samples():
-    p = run('--pcap', LAB, '--redis', 'redis://127.0.0.1:1')
+    p = run('--pcap', LAB, '--redis', 'redis://127.0.0.1:1', '--client-key-file', 'public')
     if 'no estimates component' in p.stderr:
         return  # a build without Redis: nothing to lose
     assert p.returncode == EXIT_OUTPUT_LOSS, p.stderr
@@ -81,7 +81,8 @@ def test_numeric_options_out_of_range_are_refused():
         p = run('--pcap', LAB, opt, value)
         assert p.returncode == 2, (opt, p.stderr)
         assert opt in p.stderr, (opt, p.stderr)
-    p = run('--pcap', LAB, '--redis', 'redis://127.0.0.1:1', '--grpc-listen', '127.0.0.1:99999')
+    p = run('--pcap', LAB, '--redis', 'redis://127.0.0.1:1', '--client-key-file', 'public',
+            '--grpc-listen', '127.0.0.1:99999')
     if 'no estimates component' not in p.stderr:
         assert p.returncode == 2, p.stderr
         assert 'port must be 0-65535' in p.stderr

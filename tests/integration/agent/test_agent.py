@@ -455,6 +455,7 @@ def test_real_service_and_redis_end_to_end():
                                       "--appendonly", "no", "--dir", tmp]))
         redis.wait_line(r"Ready to accept connections")
         svc = lab.start(lab.in_srv([ESTIMATES, "--redis", "redis://127.0.0.1:16379",
+                                    "--client-key-file", "public",
                                     "--grpc-listen", "127.0.0.1:15051", "--clock", "wall",
                                     "--min-samples", "3", "--min-clients", "1", "--flush-interval-ms", "100",
                                     "--metrics-listen", ""]))

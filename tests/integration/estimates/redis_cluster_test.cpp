@@ -2,6 +2,7 @@
 // pipelined round trip per node per flush, MOVED and ASK during a slot migration, node loss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -193,6 +194,46 @@ TEST_F(RedisCluster, WritesSpreadOneRoundTripPerNodePerFlushReadsCorrect) {
   ASSERT_TRUE(store.top_prefixes(t + 10 * kSec, 3, top, e)) << e;
   ASSERT_EQ(top.size(), 3u);
   EXPECT_EQ(top[0].samples, 2u);  // one W_c and one RTT sample per prefix
+}
+
+// The client id key check on a cluster: the fingerprint lives on the {g} slot's node, and a
+// writer with another key writes to no node (its prefixes span all three).
+TEST_F(RedisCluster, WriterWithAnotherClientKeyWritesToNoNode) {
+  RedisStore a(opts()), b(opts());
+  const std::string fp_a = client_key_fingerprint_hex(SipKey{5, 6}),
+                    fp_b = client_key_fingerprint_hex(SipKey{7, 8});
+  a.expect_client_key(fp_a);
+  b.expect_client_key(fp_b);
+  const uint64_t t = 1'700'000'000 * kSec;
+  auto updates = [&](uint32_t first) {
+    std::vector<PendingUpdate> out;
+    std::set<int> owners;
+    for (uint32_t p = first; p < first + 30; ++p) {
+      BucketUpdate u;
+      u.prefix = prefix24(p);
+      u.bucket_start_s = t / kSec;
+      u.acc.add(make_sample(SampleKind::kWc, client_of(p, 1), 10, t));
+      out.push_back({u, 0});
+      owners.insert(owner_of(key_slot(window_key(u.prefix))));
+    }
+    EXPECT_EQ(owners.size(), 3u);  // 30 prefixes: every node holds some
+    return out;
+  };
+  auto ua = updates(20'000), ub = updates(20'100);
+  std::vector<uint8_t> applied;
+  std::string e;
+  ASSERT_TRUE(a.write_updates(ua, 0, applied, e)) << e;
+  const int g = owner_of(key_slot(client_key_fp_key()));
+  ASSERT_GE(g, 0);
+  EXPECT_EQ(cmd(*nodes_[size_t(g)], {"GET", client_key_fp_key()}).str, fp_a);
+  EXPECT_FALSE(b.write_updates(ub, 0, applied, e));
+  EXPECT_NE(e.find("client id key mismatch"), std::string::npos) << e;
+  EXPECT_EQ(std::count(applied.begin(), applied.end(), 1), 0);
+  for (const PendingUpdate& u : ub) {
+    const std::string key = window_key(u.update.prefix);
+    EXPECT_EQ(cmd(*nodes_[size_t(owner_of(key_slot(key)))], {"EXISTS", key}).integer, 0) << key;
+  }
+  cmd(*nodes_[size_t(g)], {"DEL", client_key_fp_key()});  // the other tests write without a key
 }
 
 TEST_F(RedisCluster, MovedAndAskDuringSlotMigration) {

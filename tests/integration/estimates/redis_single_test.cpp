@@ -1,6 +1,7 @@
 // RedisStore and SampleWriter against one real redis-server started by the test.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <ctime>
 #include <memory>
 
@@ -243,6 +244,86 @@ TEST_F(SingleRedis, TwoWritersCombineAndRetriesAreExactlyOnce) {
   ASSERT_TRUE(c.command({"TTL", window_key(prefix24(7))}, r, e)) << e;
   EXPECT_GT(r.integer, 300);
   EXPECT_LE(r.integer, 310);
+}
+
+// The client id key check (docs/redis-schema.md, "The client id key's fingerprint"): the first
+// writer stores its key's fingerprint; a writer with another key writes nothing (its ids would
+// name other clients), says why, counts it, and keeps its updates; a deleted fingerprint is
+// claimed by the next writer that checks with SET NX (key rotation), and a writer that had agreed
+// finds the new one at its next check.
+TEST_F(SingleRedis, WritersWithDifferentClientKeysDoNotMix) {
+  RedisStoreOptions o = store_opts(*server_);
+  o.client_key_recheck = std::chrono::milliseconds(0);  // check at every write
+  RedisStore a(o), b(o);
+  const SipKey key_a{1, 2}, key_b{3, 4};
+  const std::string fp_a = client_key_fingerprint_hex(key_a),
+                    fp_b = client_key_fingerprint_hex(key_b);
+  ASSERT_NE(fp_a, fp_b);
+  a.expect_client_key(fp_a);
+  b.expect_client_key(fp_b);
+  const uint64_t t = 1'700'000'000 * kSec;
+  auto update = [&](uint32_t net, const SipKey& key) {
+    BucketUpdate u;
+    u.prefix = prefix24(net);
+    u.bucket_start_s = t / kSec;
+    u.acc.add(make_sample(SampleKind::kWc, client_of(net, 1), 12, t), key);
+    return std::vector<PendingUpdate>{{u, 0}};
+  };
+  RedisConn c;
+  ASSERT_TRUE(server_->connect(c));
+  RedisReply r;
+  std::string e;
+  auto stored = [&] {
+    EXPECT_TRUE(c.command({"GET", client_key_fp_key()}, r, e)) << e;
+    return r.type == RedisReply::Type::kString ? r.str : std::string("(nil)");
+  };
+  auto exists = [&](uint32_t net) {
+    EXPECT_TRUE(c.command({"EXISTS", window_key(prefix24(net))}, r, e)) << e;
+    return r.integer;
+  };
+
+  std::vector<uint8_t> applied;
+  auto ua = update(21, key_a), ub = update(22, key_b);
+  EXPECT_EQ(a.client_key_state(), RedisStore::ClientKeyState::kUnchecked);
+  ASSERT_TRUE(a.write_updates(ua, 0, applied, e)) << e;
+  EXPECT_EQ(a.client_key_state(), RedisStore::ClientKeyState::kAgreed);
+  EXPECT_EQ(stored(), fp_a);  // the first writer's, as 16 hex digits
+  EXPECT_EQ(exists(21), 1);
+
+  e.clear();
+  EXPECT_FALSE(b.write_updates(ub, 0, applied, e));
+  EXPECT_EQ(applied, std::vector<uint8_t>{0});  // stays with the writer
+  EXPECT_NE(e.find("client id key mismatch"), std::string::npos) << e;
+  EXPECT_NE(e.find(fp_a), std::string::npos) << e;
+  EXPECT_NE(e.find(fp_b), std::string::npos) << e;
+  EXPECT_EQ(b.client_key_state(), RedisStore::ClientKeyState::kMismatch);
+  EXPECT_EQ(b.client_key_mismatches(), 1u);
+  EXPECT_EQ(exists(22), 0);                          // nothing of b's in Redis
+  EXPECT_EQ(stored(), fp_a);                         // and a's fingerprint kept
+  EXPECT_FALSE(b.write_updates(ub, 0, applied, e));  // every try is refused and counted
+  EXPECT_EQ(b.client_key_mismatches(), 2u);
+  EXPECT_EQ(exists(22), 0);
+
+  // Rotation: the fingerprint deleted, b (now the deployment's key) claims it at its next write,
+  // its kept update goes in; a, which had agreed, does not claim it back and refuses at its next
+  // check.
+  ASSERT_TRUE(c.command({"DEL", client_key_fp_key()}, r, e)) << e;
+  ASSERT_TRUE(b.write_updates(ub, 0, applied, e)) << e;
+  EXPECT_EQ(applied, std::vector<uint8_t>{1});
+  EXPECT_EQ(b.client_key_state(), RedisStore::ClientKeyState::kAgreed);
+  EXPECT_EQ(stored(), fp_b);
+  EXPECT_EQ(exists(22), 1);
+  auto ua2 = update(23, key_a);
+  EXPECT_FALSE(a.write_updates(ua2, 0, applied, e));
+  EXPECT_EQ(a.client_key_state(), RedisStore::ClientKeyState::kMismatch);
+  EXPECT_EQ(exists(23), 0);
+
+  // A store without expect_client_key (tests, tools) neither checks nor claims.
+  ASSERT_TRUE(c.command({"DEL", client_key_fp_key()}, r, e)) << e;
+  RedisStore plain(store_opts(*server_));
+  auto up = update(24, key_a);
+  ASSERT_TRUE(plain.write_updates(up, 0, applied, e)) << e;
+  EXPECT_EQ(stored(), "(nil)");
 }
 
 TEST_F(SingleRedis, KeyPrefixesKeepDeploymentsApart) {

@@ -56,7 +56,8 @@ def test_gateway_survives_redis_outage_and_catches_up():
     samples = os.path.join(tmp, 'samples.jsonl')
     gw = subprocess.Popen(
         [GATEWAY, '--pcap', os.path.join(PCAPS, 'ndpi_reddit.pcap'), '--samples-out', samples,
-         '--redis', f'redis://127.0.0.1:{redis_port}', '--flush-interval-ms', '100',
+         '--redis', f'redis://127.0.0.1:{redis_port}', '--client-key-file', 'public',
+         '--flush-interval-ms', '100',
          '--metrics-listen', f'127.0.0.1:{metrics_port}', '--grpc-listen',
          f'127.0.0.1:{grpc_port}', '--keep-serving'],
         stdout=subprocess.DEVNULL, stderr=open(os.path.join(tmp, 'gw.log'), 'w'))

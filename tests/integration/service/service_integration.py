@@ -231,13 +231,18 @@ def run(tmp):
             return s.recv(16).startswith(b"+PONG")
     poll(redis_up, "redis-server")
     redis_url = f"redis://127.0.0.1:{rport}"
+    # One client id key for both writers (the gateway and the replica taking Report): they must
+    # agree, or the second refuses to write (gateway/estimates/README.md, "Client ids").
+    key_file = os.path.join(tmp, "client.key")
+    with open(key_file, "w") as f:
+        f.write(os.urandom(16).hex() + "\n")
 
     # --- gateway replay, then keep serving -------------------------------------------------------
     gport, mport = free_port(), free_port()
     samples_out = os.path.join(tmp, "samples.jsonl")
     flows_out = os.path.join(tmp, "flows.jsonl")
     gw_log = os.path.join(tmp, "gateway.log")
-    gw = start([GATEWAY, "--pcap", merged, "--redis", redis_url,
+    gw = start([GATEWAY, "--pcap", merged, "--redis", redis_url, "--client-key-file", key_file,
                 "--grpc-listen", f"127.0.0.1:{gport}", "--metrics-listen", f"127.0.0.1:{mport}",
                 "--samples-out", samples_out, "--flows-out", flows_out,
                 "--window-s", str(WINDOW_S), "--bucket-s",
@@ -466,7 +471,8 @@ def run(tmp):
 
     # --- stateless replica on the same Redis gives the same answers -------------------------------
     rp, rmp = free_port(), free_port()
-    rep = start([REPLICA, "--redis", redis_url, "--grpc-listen", f"127.0.0.1:{rp}",
+    rep = start([REPLICA, "--redis", redis_url, "--client-key-file", key_file,
+                 "--grpc-listen", f"127.0.0.1:{rp}",
                  "--metrics-listen", f"127.0.0.1:{rmp}",
                  "--window-s", str(WINDOW_S), "--bucket-s", str(BUCKET_S), "--min-samples",
                  str(MIN_SAMPLES), "--min-clients", str(MIN_CLIENTS), "--cache-ttl-ms", "0"], os.path.join(tmp, "replica.log"))

@@ -330,7 +330,8 @@ def start_services(cfg, build, out, t0):
     eal, src = gateway_source_args(cfg, 'm1')
     gateway = start('gateway', in_ns(NS_SRV, [
         os.path.join(build, 'spand-gateway')] + eal + src + [
-        '--redis', 'redis://127.0.0.1:6379', '--grpc-listen', GRPC, '--metrics-listen', GW_METRICS,
+        '--redis', 'redis://127.0.0.1:6379', '--client-key-file', 'public',
+        '--grpc-listen', GRPC, '--metrics-listen', GW_METRICS,
         '--samples-out', os.path.join(out, 'samples.jsonl'),
         '--flows-out', os.path.join(out, 'flows.jsonl'),
         '--inside', '10.0.0.0/16',

@@ -77,9 +77,13 @@ def test_bad_option_exits_2(name, bad):
     ("spand-gateway", ["--window-s", "0"]),
     ("spand-estimates", ["--bucket-s", "x"]),
     ("spand-estimates", ["--clock", "sundial"]),
-    ("spand-estimates", ["--redis", "redis://127.0.0.1:1", "--redis-key-prefix", "a{b}"]),
+    ("spand-estimates", ["--redis", "redis://127.0.0.1:1", "--redis-key-prefix", "a{b}",
+                         "--client-key-file", "public"]),
     ("spand-gateway", ["--pcap", PCAP, "--redis", "redis://127.0.0.1:1",
-                       "--redis-key-prefix", ""]),
+                       "--redis-key-prefix", "", "--client-key-file", "public"]),
+    # A writer to Redis without a client id key (gateway/estimates/README.md, "Client ids").
+    ("spand-gateway", ["--pcap", PCAP, "--redis", "redis://127.0.0.1:1"]),
+    ("spand-estimates", ["--redis", "redis://127.0.0.1:1"]),
     ("spand-agent", ["--prefix-len-v4", "33", "-f", "/dev/null", "-p", "80:1000"]),
     # The client id key: a missing file, and a first line that is not 32 hex digits.
     ("spand-gateway", ["--pcap", PCAP, "--redis", "redis://127.0.0.1:1",
@@ -162,6 +166,7 @@ def test_replica_names_the_clock_key_of_its_prefix():
     it names that key (it named spand:{g}:clock whatever the prefix)."""
     rep = binary("spand-estimates")
     p = subprocess.Popen([rep, "--redis", "redis://127.0.0.1:1", "--redis-key-prefix", "blue",
+                          "--client-key-file", "public",
                           "--grpc-listen", "127.0.0.1:0"], stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(20, p.kill)  # no line at all: fail, do not hang
     killer.start()

@@ -145,6 +145,7 @@ def test_spandctl_against_spand_estimates_with_mutual_tls(pki):
     if not SPANDCTL or not ESTIMATES:
         pytest.skip('spandctl or spand-estimates not built')
     svc = subprocess.Popen([ESTIMATES, '--redis', 'redis://127.0.0.1:1', '--clock', 'wall',
+                            '--client-key-file', 'public',
                             '--grpc-listen', '127.0.0.1:0', '--grpc-tls-cert', pki['server_cert'],
                             '--grpc-tls-key', pki['server_key'], '--grpc-client-ca', pki['ca']],
                            stderr=subprocess.PIPE, text=True)

@@ -64,7 +64,8 @@ def gateway_argv(opt, value):
 
 
 def estimates_argv(opt, value):
-    argv = [ESTIMATES, '--redis', 'redis://127.0.0.1:1', f'{opt}={value}']
+    argv = [ESTIMATES, '--redis', 'redis://127.0.0.1:1', '--client-key-file', 'public',
+            f'{opt}={value}']
     if opt != '--grpc-listen':
         argv += ['--grpc-listen', '127.0.0.1:0']
     return argv

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 namespace spand {
@@ -118,6 +119,24 @@ TEST(SampleWriter, AccumulatesPerPrefixBucketAndOriginByCaptureTime) {
   EXPECT_EQ(s.redis_reconnects_total, 7u);
 }
 
+// What writers store in Redis: the fingerprint as exactly 16 lowercase hex digits, leading zeros
+// kept. About one key in 16 has a fingerprint below 2^60 (a leading 0 digit); the first such key
+// of a fixed sequence shows the zero is written.
+TEST(SampleWriter, ClientKeyFingerprintHex) {
+  EXPECT_EQ(client_key_fingerprint_hex(SipKey{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull}),
+            "aaf9052f3e9bfe3c");  // tests/unit/dataplane/client_id_test.cpp, KnownValues
+  bool leading_zero = false;
+  for (uint64_t i = 1; i < 10'000 && !leading_zero; ++i) {
+    const SipKey k{i, ~i};
+    const std::string hex = client_key_fingerprint_hex(k);
+    ASSERT_EQ(hex.size(), 16u) << hex;
+    EXPECT_EQ(std::strtoull(hex.c_str(), nullptr, 16), client_key_fingerprint(k)) << hex;
+    EXPECT_EQ(hex.find_first_not_of("0123456789abcdef"), std::string::npos) << hex;
+    leading_zero = hex[0] == '0';
+  }
+  EXPECT_TRUE(leading_zero);
+}
+
 // The writer files W_c samples under client ids of its key (--client-key-file): the same address
 // gets another id under another key, and the key file's 32 hex digits are the key's 16 bytes.
 TEST(SampleWriter, ClientIdsUseTheWritersKey) {
@@ -142,6 +161,11 @@ TEST(SampleWriter, ClientIdsUseTheWritersKey) {
   }
   EXPECT_FALSE(read_client_key_file(path + ".missing", key, error));
   std::remove(path.c_str());
+  // The word "public" names the published key (no file is read).
+  key = SipKey{};
+  ASSERT_TRUE(read_client_key_file("public", key, error)) << error;
+  EXPECT_EQ(key.k0, kPublicClientIdKey.k0);
+  EXPECT_EQ(key.k1, kPublicClientIdKey.k1);
 
   const SipKey k1{0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull}, k2{1, 2};
   for (const SipKey& k : {k1, k2}) {
