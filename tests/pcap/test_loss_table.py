@@ -142,7 +142,7 @@ def scrape_loss_events(capture, tmp_path):
     out = tmp_path / 'flows.jsonl'
     gw = subprocess.Popen([GATEWAY, '--pcap', os.path.join(PCAPS, capture), '--flows-out',
                            str(out), '--redis', 'redis://127.0.0.1:%d' % ports[0],
-                           '--metrics-listen', '127.0.0.1:%d' % ports[1], '--keep-serving'],
+                           '--client-key-file', 'public', '--metrics-listen', '127.0.0.1:%d' % ports[1], '--keep-serving'],
                           stderr=subprocess.PIPE, text=True)
     try:
         for line in gw.stderr:

@@ -195,7 +195,8 @@ def test_kernel_drops_per_interface_in_metrics(net, tmp_path):
         redis_port = s.getsockname()[1]  # nothing listens there
     metrics_port = 19464
     gw, _, _ = start_gateway(tmp_path, "--buffer-mb", "1", "--redis",
-                             "redis://127.0.0.1:%d" % redis_port, "--metrics-listen",
+                             "redis://127.0.0.1:%d" % redis_port, "--client-key-file", "public",
+                             "--metrics-listen",
                              "127.0.0.1:%d" % metrics_port)
     try:
         # Both causes libpcap reports are there from the first tick on, at 0.

@@ -252,7 +252,8 @@ def test_daemons_exit_3_when_their_port_is_in_use(option, busy_port):
     """A port another process holds is a runtime failure (3): a unit restarts on it, unlike a
     configuration error (2). Redis need not be up for the service to start."""
     other = "--grpc-listen" if option == "--metrics-listen" else "--metrics-listen"
-    common = ["--redis", "redis://127.0.0.1:%d" % free_port(), other, "127.0.0.1:0",
+    common = ["--redis", "redis://127.0.0.1:%d" % free_port(), "--client-key-file", "public",
+              other, "127.0.0.1:0",
               option, "127.0.0.1:%d" % busy_port]
     r = run(binary("spand-estimates"), "--clock", "wall", *common)
     assert r.returncode == 3, (r.returncode, r.stderr)
