@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "capture/prefix_map_file.hpp"
 #include "control/cli_checks.hpp"
 #include "control/config_file.hpp"
 #include "control/service_stack.hpp"
@@ -114,6 +115,12 @@ int main(int argc, char** argv) {
   app.add_option("--prefix-len-v6", v6_len, "IPv6 prefix length of the store's keys")
       ->capture_default_str()
       ->check(CLI::Range(1, 128));
+  std::string prefix_map_path;
+  app.add_option("--prefix-map", prefix_map_path,
+                 "Network-aware clustering, as the gateways': an address's prefix is the longest "
+                 "of this CIDR list (one per line, IPv4 and IPv6) that covers it; the "
+                 "--prefix-len-v4/v6 lengths only for addresses none covers. Must be the "
+                 "gateways' file. Re-read within a second of a change");
   app.add_option("--flush-interval-ms", c.flush_interval_ms,
                  "how often Report samples are written to Redis")
       ->capture_default_str()
@@ -163,6 +170,18 @@ int main(int argc, char** argv) {
 
   c.prefix.v4_len = uint8_t(v4_len);
   c.prefix.v6_len = uint8_t(v6_len);
+  // The map goes into c.prefix, which the service's Get, BatchGet, Watch and Report and the
+  // Report writer all resolve addresses with (prefix_of), as in the gateway.
+  std::unique_ptr<PrefixMapWatcher> prefix_map_watcher;
+  if (!prefix_map_path.empty()) {
+    c.prefix.map = std::make_shared<PrefixMapSource>();
+    std::string map_error;
+    if (!load_prefix_map(prefix_map_path, *c.prefix.map, map_error)) {
+      std::fprintf(stderr, "spand-estimates: %s\n", map_error.c_str());
+      return exit_status::kUsage;
+    }
+    prefix_map_watcher = std::make_unique<PrefixMapWatcher>(prefix_map_path, c.prefix.map);
+  }
   for (const std::string& seed : cluster)
     if (!seed.empty()) c.redis_cluster_seeds.push_back(seed);
 

@@ -6,6 +6,7 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "dataplane/prefix_map.hpp"
 #include "estimates/window_reader.hpp"
 #include "exit_status.hpp"
 #include "process_metrics.hpp"
@@ -329,6 +330,10 @@ void ServiceStack::publish_writer_metrics() {
   t.wc_by_median = core_->wc_by_median();
   t.wc_by_mean = core_->wc_by_mean();
   t.wc_clients_left_out = core_->wc_clients_left_out();
+  if (const std::shared_ptr<PrefixMapSource>& m = opts_.control.prefix.map) {
+    t.prefix_map_uncovered = m->uncovered.load(std::memory_order_relaxed);
+    t.prefix_map_prefixes = m->current.load(std::memory_order_acquire)->size();
+  }
   metrics_.set_writer_totals(t);
   metrics_.set_flow_totals(flow_totals_);
 }

@@ -240,6 +240,19 @@ Metrics::Metrics()
                                   "key differs from the one in Redis, else 0")
                               .Register(r)
                               .Add({});
+  prefix_map_uncovered_ =
+      &BuildCounter()
+           .Name("spand_prefix_map_uncovered_total")
+           .Help(
+               "--prefix-map: lookups (samples aggregated, queries) of addresses no prefix of the "
+               "map covers, given the fixed /24 or /48")
+           .Register(r)
+           .Add({});
+  prefix_map_prefixes_ = &BuildGauge()
+                              .Name("spand_prefix_map_prefixes")
+                              .Help("--prefix-map: prefixes in the map in use (0 without a map)")
+                              .Register(r)
+                              .Add({});
   store_clock_ = &BuildGauge()
                       .Name("spand_store_clock_seconds")
                       .Help(
@@ -371,6 +384,8 @@ void Metrics::set_writer_totals(const WriterTotals& t) {
   advance(wc_by_median_, t.wc_by_median, b.wc_by_median);
   advance(wc_by_mean_, t.wc_by_mean, b.wc_by_mean);
   advance(wc_left_out_, t.wc_clients_left_out, b.wc_clients_left_out);
+  advance(prefix_map_uncovered_, t.prefix_map_uncovered, b.prefix_map_uncovered);
+  prefix_map_prefixes_->Set(double(t.prefix_map_prefixes));
   for (size_t i = 0; i < report_rejected_.size(); ++i)
     advance(report_rejected_[i], t.report_rejected[i], b.report_rejected[i]);
   backlog_->Set(double(t.backlog_updates));

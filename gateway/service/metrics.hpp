@@ -61,6 +61,10 @@ struct WriterTotals {
   uint64_t wc_by_median = 0;
   uint64_t wc_by_mean = 0;
   uint64_t wc_clients_left_out = 0;
+  // Network-aware clustering (--prefix-map): lookups of addresses no prefix of the map covers
+  // (PrefixMapSource::uncovered) and the prefixes of the map in use (0 without a map).
+  uint64_t prefix_map_uncovered = 0;
+  uint64_t prefix_map_prefixes = 0;
 };
 
 // spand_grpc_request_duration_seconds{method}, observed without a lock: prometheus-cpp 1.0's
@@ -162,6 +166,8 @@ class Metrics {
   prometheus::Counter* wc_by_mean_;
   prometheus::Counter* wc_left_out_;
   prometheus::Gauge* store_clock_;
+  prometheus::Counter* prefix_map_uncovered_;
+  prometheus::Gauge* prefix_map_prefixes_;
   std::array<prometheus::Counter*, 9> report_rejected_{};
   prometheus::Family<prometheus::Counter>* rpc_family_;
   std::array<std::array<std::atomic<prometheus::Counter*>, kCodes>,
