@@ -13,9 +13,10 @@ void PrefixMap::insert(const Prefix& p, uint32_t line_no) {
   }
 }
 
-bool PrefixMap::longest_match(const IpAddr& addr, Prefix& out) const {
+bool PrefixMap::longest_match(const IpAddr& addr, Prefix& out, uint8_t max_len) const {
   // One hash probe per distinct length, longest first (a full BGP table has about 25 per family).
   for (uint8_t len : addr.is_v4() ? v4_lens_ : v6_lens_) {
+    if (len > max_len) continue;
     const Prefix p = prefix_with_len(addr, len);
     if (prefixes_.count(p)) {
       out = p;

@@ -22,7 +22,12 @@ class PrefixMap {
   // Adds `p` (host bits already clear), remembering the line of the file it came from.
   void insert(const Prefix& p, uint32_t line_no);
   // The longest prefix that covers `addr`; false if none does.
-  bool longest_match(const IpAddr& addr, Prefix& out) const;
+  bool longest_match(const IpAddr& addr, Prefix& out) const {
+    return longest_match(addr, out, 128);
+  }
+  // The same among the prefixes of at most `max_len` bits (the family's own terms): the longest
+  // prefix of the map that holds all of `addr`/`max_len` (a query for a CIDR).
+  bool longest_match(const IpAddr& addr, Prefix& out, uint8_t max_len) const;
   size_t size() const { return prefixes_.size(); }
 
  private:

@@ -1,5 +1,6 @@
 #include "service/address.hpp"
 
+#include "dataplane/prefix_map.hpp"
 #include "net/ip_prefix.hpp"
 
 namespace spand {
@@ -59,6 +60,13 @@ bool parse_target(std::string_view text, const PrefixConfig& cfg, Prefix& out, s
   IpAddr addr;
   int len = -1;
   if (!split(text, cfg, addr, len, error)) return false;
+  // With a map, a CIDR answers the longest prefix of the map that holds all of it: the agent
+  // asks for the map's own prefixes, and a longer one of the map covering only the CIDR's
+  // network address must not answer for it.
+  if (cfg.map && len >= 0) {
+    const std::shared_ptr<const PrefixMap> m = cfg.map->current.load(std::memory_order_acquire);
+    if (m && m->longest_match(addr, out, uint8_t(len))) return true;
+  }
   out = prefix_of(addr, cfg);
   return true;
 }

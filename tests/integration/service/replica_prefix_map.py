@@ -196,9 +196,11 @@ def run(tmp):
     after = metric(mport, "spand_prefix_map_uncovered_total")
     check(after - before == 2, f"uncovered lookups went {before} -> {after}, expected +2")
 
-    # Reload: a /24 added under the /16 takes 10.170.1.99 (nothing stored there: 0 samples).
+    # Reload: a /24 added under the /16 takes 10.170.1.99 (nothing stored there: 0 samples);
+    # 10.170.0.0/24 covers the /16's network address, but a query for the CIDR 10.170.0.0/16
+    # (as the agent asks for the map's prefixes) still answers the /16, which holds all of it.
     with open(map_path + ".new", "w") as f:
-        f.write(MAP + "10.170.1.0/24\n")
+        f.write(MAP + "10.170.1.0/24\n10.170.0.0/24\n")
     os.replace(map_path + ".new", map_path)
     try:
         poll(lambda: get(GetRequest(address="10.170.1.99"), timeout=2).prefix == "10.170.1.0/24",
@@ -207,7 +209,11 @@ def run(tmp):
         check(False, str(e))
     check(get(GetRequest(address="10.170.3.1"), timeout=2).prefix == "10.170.2.0/23",
           "after the reload 10.170.3.1 left the /23")
-    poll(lambda: metric(mport, "spand_prefix_map_prefixes") == 4, "spand_prefix_map_prefixes 4")
+    poll(lambda: metric(mport, "spand_prefix_map_prefixes") == 5, "spand_prefix_map_prefixes 5")
+    e = get(GetRequest(address="10.170.0.0/16"), timeout=2)
+    check((e.prefix, e.samples) == ("10.170.0.0/16", 6), f"10.170.0.0/16 -> {e.prefix} {e.samples}")
+    e = get(GetRequest(address="10.170.0.9"), timeout=2)
+    check((e.prefix, e.samples) == ("10.170.0.0/24", 0), f"10.170.0.9 -> {e.prefix} {e.samples}")
     # A file that no longer parses keeps the map in use.
     with open(map_path + ".new", "w") as f:
         f.write("nonsense\n")

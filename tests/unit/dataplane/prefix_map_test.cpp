@@ -43,6 +43,29 @@ TEST(PrefixMap, LongestPrefixWinsForBothFamilies) {
   EXPECT_EQ(match(m, "c633:0700::1"), "none");
 }
 
+TEST(PrefixMap, ACidrQueryGetsTheLongestPrefixHoldingAllOfIt) {
+  PrefixMap m;
+  std::string error;
+  ASSERT_TRUE(
+      parse_prefix_map("10.0.0.0/8\n10.1.0.0/16\n10.1.0.0/24\n2001:db8::/32\n"
+                       "2001:db8::/48\n",
+                       m, error))
+      << error;
+  Prefix p;
+  // 10.1.0.0/16 asked as a CIDR: the /24 covers its network address but not all of it.
+  ASSERT_TRUE(m.longest_match(addr("10.1.0.0"), p, 16));
+  EXPECT_EQ(p.to_string(), "10.1.0.0/16");
+  ASSERT_TRUE(m.longest_match(addr("10.1.0.0"), p, 20));  // a /20 inside the /16 only
+  EXPECT_EQ(p.to_string(), "10.1.0.0/16");
+  ASSERT_TRUE(m.longest_match(addr("10.1.0.0"), p, 24));
+  EXPECT_EQ(p.to_string(), "10.1.0.0/24");
+  ASSERT_TRUE(m.longest_match(addr("10.1.0.0"), p, 12));
+  EXPECT_EQ(p.to_string(), "10.0.0.0/8");
+  EXPECT_FALSE(m.longest_match(addr("10.1.0.0"), p, 7));  // wider than every prefix
+  ASSERT_TRUE(m.longest_match(addr("2001:db8::"), p, 40));
+  EXPECT_EQ(p.to_string(), "2001:db8::/32");
+}
+
 TEST(PrefixMap, BadLinesNameTheirNumber) {
   PrefixMap m;
   std::string error;
