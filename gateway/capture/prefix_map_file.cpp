@@ -7,45 +7,20 @@
 #include <fstream>
 #include <sstream>
 
-#include "capture/prefix_parse.hpp"
+#include "net/prefix_list.hpp"
 
 namespace spand {
-namespace {
-
-std::string_view trim(std::string_view s) {
-  const size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
-
-}  // namespace
 
 bool parse_prefix_map(std::string_view text, PrefixMap& out, std::string& error) {
+  // The file's syntax is the agent's too (common/net/prefix_list.hpp).
+  std::vector<net::PrefixLine> lines;
+  if (!net::parse_prefix_list(text, lines, error)) return false;
   PrefixMap m;
-  size_t line_no = 0;
-  while (!text.empty()) {
-    ++line_no;
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos) {
-      line = line.substr(0, hash);
-    }
-    line = trim(line);
-    if (line.empty()) continue;
+  for (const net::PrefixLine& l : lines) {
     Prefix p;
-    bool host_bits = false;
-    if (!parse_prefix(line, p, host_bits)) {
-      error = "line " + std::to_string(line_no) + ": '" + std::string(line) +
-              "' is not an IPv4 or IPv6 prefix (address/length)";
-      return false;
-    }
-    if (host_bits) {
-      error = "line " + std::to_string(line_no) + ": '" + std::string(line) +
-              "' has host bits set below its length (the network is " + p.to_string() + ")";
-      return false;
-    }
-    m.insert(p, uint32_t(line_no));
+    p.net = IpAddr::from_v6(l.prefix.addr.data());  // IPv4 stays IPv4-mapped, as IpAddr keeps it
+    p.len = l.prefix.len_bits;
+    m.insert(p, l.line);
   }
   out = std::move(m);
   return true;
@@ -69,8 +44,9 @@ bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::stri
   return true;
 }
 
-PrefixMapWatcher::PrefixMapWatcher(std::string path, std::shared_ptr<PrefixMapSource> source)
-    : path_(std::move(path)), source_(std::move(source)) {
+PrefixMapWatcher::PrefixMapWatcher(std::string path, std::shared_ptr<PrefixMapSource> source,
+                                   std::string program)
+    : path_(std::move(path)), program_(std::move(program)), source_(std::move(source)) {
   check_now();  // the stamp of the file loaded at start (no reload counted if unchanged)
   reloads_ = 0;
   thread_ = std::thread([this] {
@@ -99,13 +75,14 @@ bool PrefixMapWatcher::check_now() {
   if (first) return false;  // loaded by the caller at start
   std::string error;
   if (!load_prefix_map(path_, *source_, error)) {
-    std::fprintf(stderr, "spand-gateway: %s; keeping the previous prefix map\n", error.c_str());
+    std::fprintf(stderr, "%s: %s; keeping the previous prefix map\n", program_.c_str(),
+                 error.c_str());
     return false;
   }
   ++reloads_;
   const auto map = source_->current.load();
-  std::fprintf(stderr, "spand-gateway: prefix map %s reloaded: %zu prefixes\n", path_.c_str(),
-               map->size());
+  std::fprintf(stderr, "%s: prefix map %s reloaded: %zu prefixes\n", program_.c_str(),
+               path_.c_str(), map->size());
   return true;
 }
 

@@ -25,7 +25,9 @@ bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::stri
 
 class PrefixMapWatcher {
  public:
-  PrefixMapWatcher(std::string path, std::shared_ptr<PrefixMapSource> source);
+  // `program` names the lines on stderr.
+  PrefixMapWatcher(std::string path, std::shared_ptr<PrefixMapSource> source,
+                   std::string program = "spand-gateway");
   ~PrefixMapWatcher();  // stops the thread
   PrefixMapWatcher(const PrefixMapWatcher&) = delete;
   PrefixMapWatcher& operator=(const PrefixMapWatcher&) = delete;
@@ -35,6 +37,7 @@ class PrefixMapWatcher {
 
  private:
   std::string path_;
+  std::string program_;
   std::shared_ptr<PrefixMapSource> source_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> reloads_{0};

@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "spand-estimates: %s\n", map_error.c_str());
       return exit_status::kUsage;
     }
-    prefix_map_watcher = std::make_unique<PrefixMapWatcher>(prefix_map_path, c.prefix.map);
+    prefix_map_watcher =
+        std::make_unique<PrefixMapWatcher>(prefix_map_path, c.prefix.map, "spand-estimates");
   }
   for (const std::string& seed : cluster)
     if (!seed.empty()) c.redis_cluster_seeds.push_back(seed);
