@@ -31,7 +31,25 @@ AgentCore::AgentCore(const AgentConfig& cfg, EstimateSource& source, KernelAppli
   }
 }
 
+void AgentCore::set_prefix_map(std::shared_ptr<const PrefixMap> map) {
+  map_ = std::move(map);
+  const double now = clock_.now_s();
+  for (auto& [p, e] : cache_) {
+    // Gone at the next tick (policy removed) unless observe() or the static list keeps it.
+    e.is_static = false;
+    e.last_seen_s = now - 2 * kForgetS;
+  }
+  for (const Prefix& p : cfg_.static_prefixes) {
+    CacheEntry& e = cache_[key_prefix(p)];
+    e.is_static = true;
+    e.last_seen_s = now;
+  }
+}
+
 Prefix AgentCore::key_prefix(const Prefix& remote) const {
+  // The prefix the service answers for (it maps a CIDR to the longest prefix holding it all).
+  if (map_)
+    if (std::optional<Prefix> m = map_->longest_holding(remote)) return *m;
   uint32_t want = remote.v4 ? cfg_.prefix_len_v4 : cfg_.prefix_len_v6;
   // A configured prefix shorter than the estimate granularity is kept as given.
   if (remote.len_bits < want) return remote;
@@ -161,7 +179,10 @@ double AgentCore::renew_before_s() const {
 void AgentCore::tick() {
   double now = clock_.now_s();
   for (const Estimate& est : source_.take_updates()) {
-    if (!cache_.count(est.prefix)) continue;  // not ours (any more)
+    auto found = cache_.find(est.prefix);
+    if (found == cache_.end()) continue;  // not ours (any more)
+    // About to be forgotten below (idle, or left behind by a new prefix map): not applied.
+    if (!found->second.is_static && now - found->second.last_seen_s > kForgetS) continue;
     store(est, now);
     auto& e = cache_[est.prefix];
     // A fresh push decides anew: count the decision even if nothing changes in the kernel.

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -16,6 +17,7 @@
 #include "estimate.hpp"
 #include "path_rate.hpp"
 #include "policy.hpp"
+#include "prefix_map.hpp"
 
 namespace spand::agent {
 
@@ -41,6 +43,11 @@ class AgentCore {
 
   // What this host measures toward each prefix (WindowRule::kRounds); optional, not owned.
   void set_path_rates(const PathRates* paths) { paths_ = paths; }
+  // Network-aware clustering (prefix_map.hpp): clients are keyed, asked for and installed under
+  // the longest prefix of `map` that holds them, the fixed lengths when none does; nullptr: the
+  // fixed lengths only. A new map re-keys the static prefixes and lets every other prefix go at
+  // the next tick unless a connection is seen again (it then comes back under its new key).
+  void set_prefix_map(std::shared_ptr<const PrefixMap> map);
   // A connection from `remote` (an address, any length) was seen on a local port.
   void observe(const Prefix& remote);
   // Pushed updates, fetches of prefixes without a fresh estimate (with backoff when the
@@ -74,6 +81,7 @@ class AgentCore {
   // The path toward `prefix` into `tmp`; nullptr when nothing is known.
   const PathInfo* path_for(const Prefix& prefix, double now, PathInfo& tmp) const;
   const PathRates* paths_ = nullptr;
+  std::shared_ptr<const PrefixMap> map_;
 
   const AgentConfig& cfg_;
   EstimateSource& source_;

@@ -89,6 +89,17 @@ void run_loop(const LoopParts& parts, bool once) {
     }
     if (clock.now_s() >= next_refresh_s) {
       next_refresh_s = clock.now_s() + cfg.refresh_interval_ms / 1000.0;
+      if (parts.prefix_map) {
+        std::string map_error;
+        if (parts.prefix_map->reload_if_changed(map_error)) {
+          core.set_prefix_map(parts.prefix_map->map());
+          std::fprintf(stderr, "spand-agent: prefix map %s reloaded: %zu prefixes\n",
+                       cfg.prefix_map.c_str(), parts.prefix_map->map()->size());
+        } else if (!map_error.empty()) {
+          std::fprintf(stderr, "spand-agent: %s; keeping the previous prefix map\n",
+                       map_error.c_str());
+        }
+      }
       std::vector<TcpConn> conns;
       std::string derr;
       if (dump_tcp_sockets(conns, derr)) {

@@ -9,6 +9,7 @@
 #include "config.hpp"
 #include "kernel_setup.hpp"
 #include "metrics.hpp"
+#include "prefix_map.hpp"
 #include "report_socket.hpp"
 
 namespace spand::agent {
@@ -24,6 +25,7 @@ struct LoopParts {
   GrpcEstimateSource* grpc;  // null: estimates from a file (nothing to report to)
   AgentMetrics* metrics;     // null: no /metrics
   ReportSocket& report_socket;
+  PrefixMapFile* prefix_map = nullptr;  // null: no --prefix-map; else re-read at each refresh
 };
 
 // SIGTERM and SIGINT end the loop (the handler only sets a flag).

@@ -38,6 +38,9 @@ void usage(std::FILE* out) {
       "      --metrics-listen ADDR:PORT  /metrics listener (default 0.0.0.0:9464; '' = off)\n"
       "      --prefix-len-v4 N      client prefix length for IPv4 (default 24; as the service)\n"
       "      --prefix-len-v6 N      client prefix length for IPv6 (default 48)\n"
+      "      --prefix-map FILE      network-aware clustering: clients keyed by the longest\n"
+      "                             prefix of this CIDR list (the gateways' file) that covers\n"
+      "                             them; re-read when it changes\n"
       "      --report-socket PATH   unix datagram socket for spand_report ('' = off)\n"
       "      --sample-tcp-info      report W_c and RTT samples from the TCP_INFO of connections\n"
       "                             on the configured ports (needs --server)\n"
@@ -116,7 +119,8 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& out) {
     kTlsKey,
     kTlsServerName,
     kReportTokenFile,
-    kPinDir
+    kPinDir,
+    kPrefixMap
   };
   static const option opts[] = {
       {"config", required_argument, nullptr, 'c'},
@@ -133,6 +137,7 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& out) {
       {"metrics", required_argument, nullptr, kMetrics},  // the name before 0.1.0's unification
       {"prefix-len-v4", required_argument, nullptr, kPrefixLenV4},
       {"prefix-len-v6", required_argument, nullptr, kPrefixLenV6},
+      {"prefix-map", required_argument, nullptr, kPrefixMap},
       {"print-config", no_argument, nullptr, kPrintConfig},
       {"version", no_argument, nullptr, kVersion},
       {"report-socket", required_argument, nullptr, kReportSocket},
@@ -251,6 +256,9 @@ std::optional<int> parse_command_line(int argc, char** argv, CommandLine& out) {
         break;
       case kPinDir:
         cfg.pin_dir = val;
+        break;
+      case kPrefixMap:
+        cfg.prefix_map = val;
         break;
       case 'p': {
         PortConfig pc;

@@ -111,6 +111,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
                         "pin_dir",
                         "prefix_len_v4",
                         "prefix_len_v6",
+                        "prefix_map",
                         "refresh_interval_ms",
                         "grpc_deadline_ms",
                         "kernel_hz",
@@ -147,6 +148,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.string(*a, "metrics_listen", cfg.metrics_listen);
     r.string(*a, "report_socket", cfg.report_socket);
     r.string(*a, "pin_dir", cfg.pin_dir);
+    r.string(*a, "prefix_map", cfg.prefix_map);
     r.integer(*a, "prefix_len_v4", cfg.prefix_len_v4, 1, 32);
     r.integer(*a, "prefix_len_v6", cfg.prefix_len_v6, 1, 128);
     r.integer(*a, "refresh_interval_ms", cfg.refresh_interval_ms, 10, 3600000);
@@ -297,6 +299,7 @@ std::string config_to_toml(const AgentConfig& cfg) {
       {"pin_dir", cfg.pin_dir},
       {"prefix_len_v4", int64_t(cfg.prefix_len_v4)},
       {"prefix_len_v6", int64_t(cfg.prefix_len_v6)},
+      {"prefix_map", cfg.prefix_map},
       {"refresh_interval_ms", int64_t(cfg.refresh_interval_ms)},
       {"grpc_deadline_ms", int64_t(cfg.grpc_deadline_ms)},
       {"kernel_hz", int64_t(cfg.kernel_hz)},

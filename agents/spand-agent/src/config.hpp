@@ -93,6 +93,9 @@ struct AgentConfig {
   // Empty: TCP's own pacing only, which leaves the first 10 segments unpaced.
   std::vector<std::string> pace_devices;
   std::vector<Prefix> static_prefixes;  // fetched whether or not connections are seen
+  // Network-aware clustering: the gateways' CIDR list file (prefix_map.hpp); "" = the fixed
+  // prefix_len_v4/v6 only.
+  std::string prefix_map;
   std::vector<PortConfig> ports;
   PolicyConfig policy;
 

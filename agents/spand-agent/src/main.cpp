@@ -31,6 +31,7 @@
 #include "kernel_setup.hpp"
 #include "logging_applier.hpp"
 #include "metrics.hpp"
+#include "prefix_map.hpp"
 #include "report_socket.hpp"
 #include "spand_version.hpp"
 #ifdef SPAND_AGENT_GRPC
@@ -80,6 +81,16 @@ int run(int argc, char** argv) {
     return *code;
   }
   AgentConfig& cfg = cl.cfg;
+  // Network-aware clustering: a bad map is a usage error, said before anything is set up.
+  std::unique_ptr<PrefixMapFile> prefix_map;
+  if (!cfg.prefix_map.empty()) {
+    prefix_map = std::make_unique<PrefixMapFile>(cfg.prefix_map);
+    std::string error;
+    if (!prefix_map->load(error)) {
+      std::fprintf(stderr, "spand-agent: %s\n", error.c_str());
+      return kExitUsage;
+    }
+  }
   if (auto code = check_privileges(cfg)) return *code;
   complete_from_host(cfg);
 
@@ -111,12 +122,19 @@ int run(int argc, char** argv) {
   }
   SteadyClock clock;
   AgentCore core(cfg, *estimates.source, logged, clock, ccs.available());
+  if (prefix_map) {
+    core.set_prefix_map(prefix_map->map());
+    std::fprintf(stderr, "spand-agent: prefix map %s: %zu prefixes\n", cfg.prefix_map.c_str(),
+                 prefix_map->map()->size());
+  }
   std::fprintf(
       stderr, "spand-agent: running mode=%s cgroup=%s source=%s\n", kernel.kernel->name(),
       kernel.bpf ? cfg.cgroup_path.c_str() : "-",
       cfg.estimates_file.empty() ? cfg.estimate_server.c_str() : cfg.estimates_file.c_str());
 
-  run_loop({cfg, core, clock, kernel, estimates.grpc, metrics.get(), report_socket}, cl.once);
+  run_loop(
+      {cfg, core, clock, kernel, estimates.grpc, metrics.get(), report_socket, prefix_map.get()},
+      cl.once);
 
   // Shutdown, in the order that leaves no socket pointing at something gone: the policies and
   // the program first, then what the program selects (Scalable TCP, the pacing classes).

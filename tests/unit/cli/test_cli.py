@@ -365,3 +365,70 @@ def test_flows_out_lines_are_whole_while_the_gateway_runs(tmp_path):
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_agent_prefix_map_dry_run(tmp_path):
+    """--prefix-map in the agent (a dry run, no privileges): static prefixes and the estimates
+    asked for are the map's longest prefixes holding them (10.170.1.0/24 and 10.170.3.0/24 under
+    the map's /16 and /23; 192.0.2.0/24, which no prefix covers, keeps its /24 and has no
+    estimate in the file); after the map gains 10.170.1.0/24 the agent re-keys without a
+    restart; a bad map is exit 2 naming the line."""
+    est = tmp_path / "estimates.json"
+    # W_c 40 against a 100 kB response (69 segments) shortens the transfer, so each is applied;
+    # the RTTs tell the three estimates apart.
+    est.write_text('{"estimates": [' + ", ".join(
+        '{"prefix": "%s", "wc_segments": 40, "rtt_ms": %d, "samples": 50, '
+        '"verdict": "USE_ESTIMATE"}' % (p, rtt)
+        for p, rtt in [("10.170.0.0/16", 20), ("10.170.2.0/23", 30), ("10.170.1.0/24", 40)]) +
+        ']}')
+    pmap = tmp_path / "map.txt"
+    pmap.write_text("10.170.0.0/16\n10.170.2.0/23  # 10.170.2 and 10.170.3\n")
+    args = [binary("spand-agent"), "--dry-run", "-f", str(est), "-p", "8080:100000",
+            "-P", "10.170.1.0/24", "-P", "10.170.3.0/24", "-P", "192.0.2.0/24",
+            "--metrics-listen", "", "--prefix-map", str(pmap)]
+    r = run(*args, "--once")
+    assert r.returncode == 0, r.stderr
+    # The decisions are on stdout.
+    applied = sorted(re.findall(r"dry-run: apply port=8080 prefix=(\S+) .*srtt_us=(\d+)", r.stdout))
+    assert applied == [("10.170.0.0/16", "20000"), ("10.170.2.0/23", "30000")], r.stdout
+
+    bad = tmp_path / "bad.txt"
+    bad.write_text("10.170.0.0/16\n# comment\n10.170.2.1/23\n")
+    r = run(*args[:-1], str(bad), "--once")
+    assert r.returncode == 2 and "line 3" in r.stderr and "host bits" in r.stderr, r.stderr
+
+    conf = tmp_path / "agent.toml"
+    conf.write_text('[agent]\nestimates_file = "%s"\nprefix_map = "%s"\n[[port]]\nport = 80\n'
+                    'response_bytes = 1000\n' % (est, pmap))
+    r = run(binary("spand-agent"), "--config", str(conf), "--print-config")
+    assert r.returncode == 0 and "prefix_map = '%s'" % pmap in r.stdout, (r.stdout, r.stderr)
+
+    # Reload: the static 10.170.1.0/24 now has a prefix of its own in the map.
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+
+    def read():
+        for line in p.stdout:
+            lines.append(line)
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any("prefix=10.170.2.0/23" in l for l in lines):
+            time.sleep(0.05)
+        tmp = tmp_path / "map.new"
+        tmp.write_text("10.170.0.0/16\n10.170.2.0/23\n10.170.1.0/24\n")
+        os.replace(tmp, pmap)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(
+                "apply port=8080 prefix=10.170.1.0/24" in l for l in lines):
+            time.sleep(0.05)
+    finally:
+        p.terminate()
+        p.wait(10)
+        t.join(5)
+    text = "".join(lines)
+    assert "prefix map %s reloaded: 3 prefixes" % pmap in text, text
+    assert re.search(r"apply port=8080 prefix=10.170.1.0/24 .*srtt_us=40000", text), text
+    # The /16 has no static prefix or connection left under it: its policy goes.
+    assert "remove port=8080 prefix=10.170.0.0/16" in text, text
