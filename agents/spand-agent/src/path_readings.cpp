@@ -33,7 +33,8 @@ void read_paths(const AgentCore& core, PathRates& paths, BpfApplier* bpf, Clock&
   // bottleneck only once a flight reaches the BDP, which short transfers never do).
   if (bpf) {
     const double now = clock.now_s();
-    for (const auto& [prefix, rate] : bpf->take_train_rates()) {
+    for (const auto& [bpf_prefix, rate] : bpf->take_train_rates()) {
+      const Prefix prefix = core.key_prefix(bpf_prefix);  // the program keys by /24 (/48)
       const uint64_t falls = paths.falls();
       paths.observe_train(prefix, rate, now);
       if (paths.falls() != falls)
