@@ -240,14 +240,13 @@ Metrics::Metrics()
                                   "key differs from the one in Redis, else 0")
                               .Register(r)
                               .Add({});
-  prefix_map_uncovered_ =
-      &BuildCounter()
-           .Name("spand_prefix_map_uncovered_total")
-           .Help(
-               "--prefix-map: lookups (samples aggregated, queries) of addresses no prefix of the "
-               "map covers, given the fixed /24 or /48")
-           .Register(r)
-           .Add({});
+  prefix_map_uncovered_ = &BuildCounter()
+                               .Name("spand_prefix_map_uncovered_total")
+                               .Help(
+                                   "--prefix-map: lookups (samples, queries) of clients no prefix "
+                                   "of the map covers, given the fixed /24 or /48")
+                               .Register(r)
+                               .Add({});
   prefix_map_prefixes_ = &BuildGauge()
                               .Name("spand_prefix_map_prefixes")
                               .Help("--prefix-map: prefixes in the map in use (0 without a map)")
