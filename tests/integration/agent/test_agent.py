@@ -266,6 +266,29 @@ def test_bpf_any_port_policy_is_the_fallback():
         assert agent.stop() == 0
 
 
+def test_bpf_prefix_map_policy_covers_the_whole_mapped_prefix():
+    """--prefix-map: the client's network is the map's 10.77.0.0/16, not its /24; the one /16
+    policy in the program's LPM trie (looked up with the connection's full address) gives the
+    client at 10.77.1.x the /16's window. No estimate exists for the /24: a window of
+    EXPECTED segments can only come from the /16's policy."""
+    with Lab("sam") as lab:
+        pmap = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+        pmap.write("10.77.0.0/16\n")
+        pmap.close()
+        ef = estimates_file([est("10.77.0.0/16")])
+        agent = start_agent(lab, "--mode", "bpf", "--cgroup", lab.cgroup, "-f", ef,
+                            "-p", "%d:%d" % (PORT, SIZE), "-P", "10.77.1.0/24",
+                            "--prefix-map", pmap.name)
+        agent.wait_line(r"applied port=8080 prefix=10.77.0.0/16 init_cwnd=%d " % EXPECTED)
+        start_server(lab)
+        lab.probe_start(PORT)
+        port = lab.fetch("10.77.0.1", PORT, SIZE)
+        cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
+        assert cwnd == EXPECTED and ssthresh == EXPECTED
+        assert agent.stop() == 0
+        os.unlink(pmap.name)
+
+
 def test_bpf_absurd_estimate_is_capped():
     with Lab("sa3") as lab:
         ef = estimates_file([est("10.77.1.0/24", wc=1_000_000)])
