@@ -109,8 +109,10 @@ def run(tmp):
     poll(redis_up, "redis-server")
     redis = f"redis://127.0.0.1:{rport}"
 
+    # The published client id key: a replay in a test (the replica must use the same one).
     gw = subprocess.run([GATEWAY, "--pcap", CAPTURE, "--redis", redis, "--prefix-map", map_path,
-                         "--prefix-summary"], capture_output=True, text=True, timeout=60)
+                         "--client-key-file", "public", "--prefix-summary"],
+                        capture_output=True, text=True, timeout=60)
     if not check(gw.returncode == 0, f"gateway replay: {gw.returncode} {gw.stderr[-1000:]}"):
         return
     check("10.170.0.0/16" in gw.stdout and "10.170.2.0/23" in gw.stdout,
@@ -121,10 +123,12 @@ def run(tmp):
     with open(bad, "w") as f:
         f.write("10.170.0.0/16\n10.170.2.1/23\n")
     p = subprocess.run([REPLICA, "--redis", redis, "--grpc-listen", "127.0.0.1:0",
-                        "--prefix-map", bad], capture_output=True, text=True, timeout=20)
+                        "--client-key-file", "public", "--prefix-map", bad],
+                       capture_output=True, text=True, timeout=20)
     check(p.returncode == 2 and "line 2" in p.stderr,
           f"bad map: exit {p.returncode}, stderr {p.stderr!r}")
-    p = subprocess.run([REPLICA, "--redis", redis, "--prefix-map", os.path.join(tmp, "none")],
+    p = subprocess.run([REPLICA, "--redis", redis, "--client-key-file", "public",
+                        "--prefix-map", os.path.join(tmp, "none")],
                        capture_output=True, text=True, timeout=20)
     check(p.returncode == 2 and "cannot read" in p.stderr,
           f"missing map: exit {p.returncode}, stderr {p.stderr!r}")
@@ -132,7 +136,7 @@ def run(tmp):
     # The configuration file's key, read back by --print-config.
     conf = os.path.join(tmp, "estimates.toml")
     with open(conf, "w") as f:
-        f.write(f'redis = "{redis}"\nprefix_map = "{map_path}"\n')
+        f.write(f'redis = "{redis}"\nprefix_map = "{map_path}"\nclient_key_file = "public"\n')
     p = subprocess.run([REPLICA, "--config", conf, "--print-config"], capture_output=True,
                        text=True, timeout=20)
     check(p.returncode == 0 and f'prefix_map = "{map_path}"' in p.stdout,
