@@ -91,7 +91,7 @@ inline constexpr uint32_t kWcClientSlots = 16;
 // TCP Smart Framing's loss figures of a prefix (gateway/estimates/README.md, "Loss figures"): of
 // the finished connections' server->client directions that carried data, how many, how many never
 // had 4 segments in flight, and their loss events by recovery. From flow records, by the Redis
-// writer; all 0 in buckets written before 2026-11-26 (no data, not "no loss").
+// writer; all 0 in buckets written before 2026-11-24 (no data, not "no loss").
 struct LossFigures {
   uint64_t flows = 0;
   uint64_t never4 = 0;
@@ -125,7 +125,7 @@ struct Accumulator {
   // Per-client W_c sums, ascending id, the first wc_client_n in use; the W_c samples of clients
   // beyond them in wc_client_overflow. wc_client_samples counts the W_c samples that went through
   // a table (sum of counts + overflow): below wc_count when some bucket of a window was written
-  // without one (before 2026-11-25), and then there is no median.
+  // without one (before 2026-11-24), and then there is no median.
   std::array<WcClientSums, kWcClientSlots> wc_client{};
   uint32_t wc_client_n = 0;
   uint64_t wc_client_overflow = 0;

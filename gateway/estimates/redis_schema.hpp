@@ -36,7 +36,7 @@ inline std::string bucket_field(uint64_t bucket_start_s) {
 // only when rtt_n > 0; wc_clients is Accumulator::wc_clients, absent in values written before
 // 2026-11-23; rtt_hist is Accumulator::rtt_hist as format_rtt_hist writes it, absent before
 // 2026-11-24; wc_table is Accumulator::wc_client as format_wc_table writes it, absent before
-// 2026-11-25; loss is Accumulator::loss as format_loss writes it, absent before 2026-11-26;
+// 2026-11-24; loss is Accumulator::loss as format_loss writes it, absent before 2026-11-24;
 // created_s, always the last field, is the server's wall time when the field was made, for garbage
 // collection only). Readers use the first kBucketValueFields, then what is present.
 inline constexpr size_t kBucketValueFields = 9;

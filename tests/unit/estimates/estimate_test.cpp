@@ -302,7 +302,7 @@ TEST(Estimate, MedianMatchesDirectComputationOnRandomWindows) {
   }
 }
 
-// A window with a bucket written without a client table (before 2026-11-25) has W_c samples no
+// A window with a bucket written without a client table (before 2026-11-24) has W_c samples no
 // table covers: the mean, as before.
 TEST(Estimate, WindowWithALegacyBucketFallsBackToTheMean) {
   Accumulator acc;

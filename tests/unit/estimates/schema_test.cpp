@@ -148,7 +148,7 @@ TEST(Schema, BucketValueWithTheRttHistogram) {
   }
 }
 
-// The W_c client table between the histogram and created_s (since 2026-11-25): "overflow" then
+// The W_c client table between the histogram and created_s (since 2026-11-24): "overflow" then
 // ",id:count:sum" per client, ascending id. Read into the accumulator's table; a value without it
 // reads with no table (no median); a table that is not what a writer makes makes the value
 // malformed.
@@ -202,7 +202,7 @@ TEST(Schema, BucketValueWithTheWcClientTable) {
   }
 }
 
-// The loss figures between the client table and created_s (since 2026-11-26):
+// The loss figures between the client table and created_s (since 2026-11-24):
 // "flows:never4:fast:timeout". Summed into Accumulator::loss; a value without them adds nothing;
 // figures that are not what a writer makes (not four decimals, never4 above flows, a count above
 // 2^53) make the value malformed. A later version's fields after them are ignored.
