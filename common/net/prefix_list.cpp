@@ -1,5 +1,10 @@
 #include "net/prefix_list.hpp"
 
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
 namespace spand::net {
 namespace {
 
@@ -56,6 +61,31 @@ bool parse_prefix_list(std::string_view text, std::vector<PrefixLine>& out, std:
   }
   out = std::move(lines);
   return true;
+}
+
+bool stamp_file(const std::string& path, FileStamp& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return false;
+  out = {(long long)st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec, (long long)st.st_size,
+         (unsigned long long)st.st_ino};
+  return true;
+}
+
+FileRead read_prefix_list_file(const std::string& path, const std::string& option,
+                               std::vector<PrefixLine>& out, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = option + ": cannot read '" + path + "'";
+    return FileRead::kCannotRead;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string why;
+  if (!parse_prefix_list(text.str(), out, why)) {
+    error = option + ": " + path + ": " + why;
+    return FileRead::kBadText;
+  }
+  return FileRead::kOk;
 }
 
 }  // namespace spand::net

@@ -1,20 +1,13 @@
 #include "capture/prefix_map_file.hpp"
 
-#include <sys/stat.h>
-
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
-
-#include "net/prefix_list.hpp"
 
 namespace spand {
 
-bool parse_prefix_map(std::string_view text, PrefixMap& out, std::string& error) {
-  // The file's syntax is the agent's too (common/net/prefix_list.hpp).
-  std::vector<net::PrefixLine> lines;
-  if (!net::parse_prefix_list(text, lines, error)) return false;
+namespace {
+
+PrefixMap map_of(const std::vector<net::PrefixLine>& lines) {
   PrefixMap m;
   for (const net::PrefixLine& l : lines) {
     Prefix p;
@@ -22,25 +15,24 @@ bool parse_prefix_map(std::string_view text, PrefixMap& out, std::string& error)
     p.len = l.prefix.len_bits;
     m.insert(p, l.line);
   }
-  out = std::move(m);
+  return m;
+}
+
+}  // namespace
+
+bool parse_prefix_map(std::string_view text, PrefixMap& out, std::string& error) {
+  // The file's syntax is the agent's too (common/net/prefix_list.hpp).
+  std::vector<net::PrefixLine> lines;
+  if (!net::parse_prefix_list(text, lines, error)) return false;
+  out = map_of(lines);
   return true;
 }
 
 bool load_prefix_map(const std::string& path, PrefixMapSource& source, std::string& error) {
-  std::ifstream in(path);
-  if (!in) {
-    error = "--prefix-map: cannot read '" + path + "'";
+  std::vector<net::PrefixLine> lines;
+  if (net::read_prefix_list_file(path, "--prefix-map", lines, error) != net::FileRead::kOk)
     return false;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto map = std::make_shared<PrefixMap>();
-  std::string why;
-  if (!parse_prefix_map(text.str(), *map, why)) {
-    error = "--prefix-map: " + path + ": " + why;
-    return false;
-  }
-  source.current.store(std::move(map), std::memory_order_release);
+  source.current.store(std::make_shared<PrefixMap>(map_of(lines)), std::memory_order_release);
   return true;
 }
 
@@ -65,12 +57,10 @@ PrefixMapWatcher::~PrefixMapWatcher() {
 }
 
 bool PrefixMapWatcher::check_now() {
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) return false;  // being replaced: look again later
-  const Stamp now{(long long)st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec,
-                  (long long)st.st_size, (unsigned long long)st.st_ino};
+  net::FileStamp now;
+  if (!net::stamp_file(path_, now)) return false;  // being replaced: look again later
   if (now == seen_) return false;
-  const bool first = seen_.mtime_ns < 0;
+  const bool first = !seen_.known();
   seen_ = now;
   if (first) return false;  // loaded by the caller at start
   std::string error;

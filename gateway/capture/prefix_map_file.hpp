@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dataplane/prefix_map.hpp"
+#include "net/prefix_list.hpp"
 
 namespace spand {
 
@@ -41,12 +42,7 @@ class PrefixMapWatcher {
   std::shared_ptr<PrefixMapSource> source_;
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> reloads_{0};
-  struct Stamp {
-    long long mtime_ns = -1;
-    long long size = -1;
-    unsigned long long inode = 0;
-    bool operator==(const Stamp&) const = default;
-  } seen_;
+  net::FileStamp seen_;  // the file's change check is the agent's too (common/net)
   std::thread thread_;
 };
 

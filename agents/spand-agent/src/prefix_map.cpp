@@ -1,18 +1,17 @@
 #include "prefix_map.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <fstream>
-#include <sstream>
-
-#include "net/prefix_list.hpp"
 
 namespace spand::agent {
 
 bool PrefixMap::parse(std::string_view text, PrefixMap& out, std::string& error) {
   std::vector<net::PrefixLine> lines;
   if (!net::parse_prefix_list(text, lines, error)) return false;
+  out = from_lines(lines);
+  return true;
+}
+
+PrefixMap PrefixMap::from_lines(const std::vector<net::PrefixLine>& lines) {
   PrefixMap m;
   for (const net::PrefixLine& l : lines) {
     m.prefixes_.insert(l.prefix);
@@ -22,8 +21,7 @@ bool PrefixMap::parse(std::string_view text, PrefixMap& out, std::string& error)
       std::sort(lens.rbegin(), lens.rend());
     }
   }
-  out = std::move(m);
-  return true;
+  return m;
 }
 
 std::optional<Prefix> PrefixMap::longest_holding(const Prefix& given) const {
@@ -43,39 +41,22 @@ std::optional<Prefix> PrefixMap::longest_holding(const Prefix& given) const {
   return std::nullopt;
 }
 
-bool PrefixMapFile::stamp(Stamp& out) const {
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) != 0) return false;
-  out = {(long long)st.st_mtim.tv_sec * 1'000'000'000 + st.st_mtim.tv_nsec, (long long)st.st_size,
-         (unsigned long long)st.st_ino};
-  return true;
-}
-
 bool PrefixMapFile::load(std::string& error) {
-  Stamp s;
-  const bool have_stamp = stamp(s);
-  std::ifstream in(path_);
-  if (!in) {
-    error = "--prefix-map: cannot read '" + path_ + "'";
-    return false;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
-  auto m = std::make_shared<PrefixMap>();
-  std::string why;
-  if (!PrefixMap::parse(text.str(), *m, why)) {
-    error = "--prefix-map: " + path_ + ": " + why;
-    if (have_stamp) seen_ = s;  // said once per change
-    return false;
-  }
-  if (have_stamp) seen_ = s;
-  map_ = std::move(m);
+  net::FileStamp s;
+  const bool have_stamp = net::stamp_file(path_, s);
+  std::vector<net::PrefixLine> lines;
+  const net::FileRead r = net::read_prefix_list_file(path_, "--prefix-map", lines, error);
+  if (r == net::FileRead::kCannotRead) return false;
+  if (have_stamp) seen_ = s;  // a file that does not parse is said once per change
+  if (r != net::FileRead::kOk) return false;
+  map_ = std::make_shared<PrefixMap>(PrefixMap::from_lines(lines));
   return true;
 }
 
 bool PrefixMapFile::reload_if_changed(std::string& error) {
-  Stamp s;
-  if (!stamp(s) || s == seen_) return false;  // missing (being replaced) or unchanged
+  net::FileStamp s;
+  if (!net::stamp_file(path_, s) || s == seen_)
+    return false;  // missing (being replaced) or unchanged
   if (!load(error)) return false;
   ++reloads_;
   return true;

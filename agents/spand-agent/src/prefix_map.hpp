@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "net/prefix_list.hpp"
 #include "prefix.hpp"
 
 namespace spand::agent {
@@ -21,6 +22,8 @@ class PrefixMap {
  public:
   // From the file's text; false with "line N: why" in `error`.
   static bool parse(std::string_view text, PrefixMap& out, std::string& error);
+  // From the file's parsed lines (net::read_prefix_list_file).
+  static PrefixMap from_lines(const std::vector<net::PrefixLine>& lines);
   // The longest prefix of the map that holds all of `p` (an address is a full-length prefix);
   // nullopt when none does.
   std::optional<Prefix> longest_holding(const Prefix& p) const;
@@ -31,8 +34,9 @@ class PrefixMap {
   std::vector<uint8_t> v4_lens_, v6_lens_;  // lengths present, longest first
 };
 
-// The file, read at start and again when it changes (modification time, size or inode), checked
-// by the caller at each refresh; a file that no longer parses keeps the map in use.
+// The file, read at start and again when it changes (net::FileStamp: modification time, size or
+// inode), checked by the caller at each refresh; a file that no longer parses keeps the map in
+// use. Reading and stamping are the gateway's (common/net/prefix_list.hpp).
 class PrefixMapFile {
  public:
   explicit PrefixMapFile(std::string path) : path_(std::move(path)) {}
@@ -45,14 +49,8 @@ class PrefixMapFile {
   uint64_t reloads() const { return reloads_; }
 
  private:
-  struct Stamp {
-    long long mtime_ns = -1, size = -1;
-    unsigned long long inode = 0;
-    bool operator==(const Stamp&) const = default;
-  };
-  bool stamp(Stamp& out) const;
   std::string path_;
-  Stamp seen_;
+  net::FileStamp seen_;
   std::shared_ptr<const PrefixMap> map_;
   uint64_t reloads_ = 0;
 };
