@@ -328,9 +328,9 @@ if v[2] then
   if i - 1 >= 12 then
     for x, n in string.gmatch(f[11], '(%d+):(%d+)') do hist[tonumber(x)] = tonumber(n) end
   end
-  -- the W_c client table (field 12) exists since 2026-11-25
+  -- the W_c client table (field 12) exists since 2026-11-24
   if i - 1 >= 13 then take(f[12]) end
-  -- the loss figures (field 13) exist since 2026-11-26
+  -- the loss figures (field 13) exist since 2026-11-24
   if i - 1 >= 14 then
     local a, b2, c, d = string.match(f[13], '^(%d+):(%d+):(%d+):(%d+)$')
     if a then loss = {tonumber(a), tonumber(b2), tonumber(c), tonumber(d)} end
