@@ -308,6 +308,13 @@ void ServiceStack::report_writer_trouble(std::chrono::steady_clock::time_point n
   reported_mismatches_ = mismatches;
 }
 
+std::string ServiceStack::refuses_reports() const {
+  if (!write_store_ || write_store_->client_key_state() != RedisStore::ClientKeyState::kMismatch)
+    return {};
+  return "this replica's client id key (--client-key-file) differs from the one the store's "
+         "writers use: it writes nothing, so it takes no Report (docs/deploy.md, section 4)";
+}
+
 void ServiceStack::publish_writer_metrics() {
   const WriterStats w = writer_->stats();
   WriterTotals t;

@@ -122,6 +122,7 @@ class ServiceStack final : public SampleSink {
 
   // Report (gRPC threads): queued, handed to the writer by tick() on the host's thread.
   void submit(const Sample& s) override;
+  std::string refuses_reports() const override;
   // Host thread only (the writer's add/tick are single-threaded).
   void add(const Sample& s) { writer_->add(s); }
   // A finished connection's record: the loss figures in the store (SampleWriter::add_flow) and

@@ -90,6 +90,10 @@ class SampleSink {
  public:
   virtual ~SampleSink() = default;
   virtual void submit(const Sample& s) = 0;
+  // Non-empty while the sink cannot write what it would be given (a writer whose client id key
+  // differs from the store's): Report calls are then refused with that reason instead of being
+  // answered OK for samples that would wait and be lost.
+  virtual std::string refuses_reports() const { return {}; }
 };
 
 // One window read handed to an AsyncWindowReader: the reader fills acc, ok and error, then calls
@@ -180,6 +184,7 @@ class EstimatesCore {
   bool report(const v1::ReportSample& msg, v1::ReportSummary& summary,
               const std::string& caller = "");
   bool can_report() const { return sink_ != nullptr; }
+  std::string report_refused() const { return sink_ ? sink_->refuses_reports() : std::string(); }
 
   // The estimate of an already-parsed prefix; `use_cache` false for Watch, which must see the
   // store's latest state. UNAVAILABLE when the store fails.

@@ -310,6 +310,9 @@ grpc::Status EstimatesService::Report(grpc::ServerContext* ctx,
   if (!core_.can_report()) {
     return t.done({grpc::StatusCode::UNIMPLEMENTED, "this server has no sample writer"});
   }
+  if (const std::string why = core_.report_refused(); !why.empty()) {
+    return t.done({grpc::StatusCode::FAILED_PRECONDITION, why});
+  }
   // The rate limit's key: the certificate's identity under mutual TLS, else the peer address
   // without its port ("ipv4:10.0.0.5:41234" -> "ipv4:10.0.0.5").
   std::string caller;

@@ -6,8 +6,9 @@ id key's fingerprint"), with a real redis-server and the real binaries:
 - the first writer stores its key's fingerprint, SipHash-2-4 of a fixed label under the key,
   which this test computes with its own SipHash (checked against the reference vectors);
 - a gateway with another key writes nothing (Redis byte for byte as before), says why with both
-  fingerprints, and exits 5; a replica with another key shows it in /metrics and exits 5, one
-  with the same key exits 0;
+  fingerprints, and exits 5; a replica with another key shows it in /metrics, refuses Report
+  calls (FAILED_PRECONDITION: it could not write their samples) and exits 5, one with the same
+  key answers Report and exits 0;
 - key rotation as documented: delete the fingerprint, the next writer (the new key) claims it;
 - --prefix-summary files its W_c clients under --client-key-file's key when one is given.
 """
@@ -140,6 +141,20 @@ def gateway(port, *extra):
                            *extra], capture_output=True, text=True, timeout=120)
 
 
+def report_status(grpc_port):
+    """One Report call with one message naming a client and no value (the service rejects the
+    message, not the call): the call's status code and details."""
+    import grpc
+    msg = b'\x0a\x09' + b'10.99.0.9'  # field 1 (client), a 9-byte string
+    with grpc.insecure_channel(f'127.0.0.1:{grpc_port}') as ch:
+        report = ch.stream_unary('/spand.v1.Estimates/Report')  # bytes in, bytes out
+        try:
+            report(iter([msg]), timeout=10)
+            return grpc.StatusCode.OK, ''
+        except grpc.RpcError as e:
+            return e.code(), e.details()
+
+
 def test_writers_need_a_key_and_must_agree(redis):
     port, cli, tmp = redis
     # No key file: neither writer starts, and nothing reaches Redis.
@@ -169,12 +184,14 @@ def test_writers_need_a_key_and_must_agree(redis):
     assert windows(cli) == before
     assert cli('GET', FP_KEY).strip() == fp_a
 
-    # Replicas: the one with the deployment's key exits 0; the other flags the mismatch in
-    # /metrics (gauge and counter) within a few flushes, says it, and exits 5.
+    # Replicas: the one with the deployment's key answers Report and exits 0; the other flags
+    # the mismatch in /metrics (gauge and counter) within a few flushes, refuses Report calls
+    # (their samples could not be written), says it, and exits 5.
+    import grpc
     for path, mismatch in ((path_a, False), (path_b, True)):
-        mport = free_port()
+        mport, gport = free_port(), free_port()
         rep = subprocess.Popen([ESTIMATES, '--redis', f'redis://127.0.0.1:{port}',
-                                '--client-key-file', path, '--grpc-listen', '127.0.0.1:0',
+                                '--client-key-file', path, '--grpc-listen', f'127.0.0.1:{gport}',
                                 '--metrics-listen', f'127.0.0.1:{mport}', '--flush-interval-ms',
                                 '100'], stderr=subprocess.PIPE, text=True)
         try:
@@ -182,10 +199,14 @@ def test_writers_need_a_key_and_must_agree(redis):
                 poll(lambda: metric(mport, 'spand_redis_client_key_mismatch') == 1,
                      'the mismatch gauge')
                 assert metric(mport, 'spand_redis_client_key_mismatch_total') >= 1
+                code, details = report_status(gport)
+                assert code == grpc.StatusCode.FAILED_PRECONDITION, (code, details)
+                assert 'client id key' in details, details
             else:
                 poll(lambda: metric(mport, 'spand_redis_client_key_mismatch') == 0, 'metrics')
                 time.sleep(0.5)  # several flushes, each free to find a difference
                 assert metric(mport, 'spand_redis_client_key_mismatch_total') == 0
+                assert report_status(gport) == (grpc.StatusCode.OK, '')
         finally:
             rep.send_signal(signal.SIGTERM)
             _, err = rep.communicate(timeout=30)
