@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
       "  0  stopped by SIGINT or SIGTERM, the last Report samples written to Redis\n"
       "  2  bad usage or configuration (an unknown option, a value out of range, a\n"
       "     configuration file error naming FILE:LINE, an unreadable TLS or key file, no\n"
-      "     --client-key-file)\n"
+      "     --client-key-file without --read-only)\n"
       "  3  runtime error: the gRPC or /metrics port cannot be bound (in use, an address not\n"
       "     on this host)\n"
       "  5  Report samples that did not reach Redis at exit, or a client id key that differed\n"
@@ -71,10 +71,14 @@ int main(int argc, char** argv) {
                  "First part of every Redis key: deployments sharing one Redis use one each "
                  "(the Cluster hash tag follows it)");
   app.add_option("--client-key-file", c.client_key_file,
-                 "Key of the client ids of Report samples in the W_c client tables (required): "
+                 "Key of the client ids of Report samples in the W_c client tables (required "
+                 "unless --read-only): "
                  "a file whose first line is 32 hex digits, the same for every gateway and "
                  "replica writing to one Redis; 'public': the published key (tests), with which "
                  "addresses can be chosen to win the tables' places");
+  app.add_flag("--read-only", so.read_only,
+               "Serve Get, BatchGet, Watch and Top only: no Report (UNIMPLEMENTED), nothing "
+               "written to Redis, no --client-key-file needed");
   app.add_option("--grpc-listen", c.grpc_listen, "gRPC listen address")
       ->capture_default_str()
       ->check(listen_address());

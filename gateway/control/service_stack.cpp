@@ -160,12 +160,13 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   if (!redis_store_options_from(c, store_opts, error)) return nullptr;
   // A writer's client ids need the deployment's key: no silent public default
   // (gateway/estimates/README.md, "Client ids").
-  if (c.client_key_file.empty()) {
+  if (c.client_key_file.empty() && !opts.read_only) {
     error = std::string(kNoClientKeyError);
     return nullptr;
   }
   SipKey client_key;
-  if (!read_client_key_file(c.client_key_file, client_key, error)) return nullptr;
+  if (!c.client_key_file.empty() && !read_client_key_file(c.client_key_file, client_key, error))
+    return nullptr;
 
   if (!c.metrics_listen.empty()) {
     try {
@@ -192,12 +193,20 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
   core_opts.window_s = c.window_s;
   core_opts.clock_skew_s = c.clock_skew_s;
   s->read_pool_ = std::make_unique<StorePool>(store_opts, opts.read_connections);
-  s->core_ = std::make_unique<EstimatesCore>(*s->read_pool_, clock, core_opts, s.get(), nullptr,
+  // A read-only replica hands Report nowhere: the core answers it UNIMPLEMENTED.
+  s->core_ = std::make_unique<EstimatesCore>(*s->read_pool_, clock, core_opts,
+                                             opts.read_only ? nullptr : s.get(), nullptr,
                                              s->read_pool_.get());
   s->hub_ = std::make_unique<WatchHub>(*s->core_, opts.watch_refresh_ms);
   s->service_ = std::make_unique<EstimatesService>(*s->core_, *s->hub_, &s->metrics_);
 
+  // The replica reads the store's clock through this connection, read-only or not.
   s->write_store_ = std::make_unique<RedisStore>(store_opts);
+  if (opts.read_only) {
+    std::fprintf(stderr, "%s: read-only: no Report, nothing written to Redis\n",
+                 opts.program.c_str());
+    return s->start_grpc(error, status) ? std::move(s) : nullptr;
+  }
   SampleWriterOptions writer_opts = writer_options_from(c);
   writer_opts.client_key = client_key;
   const std::string fingerprint = client_key_fingerprint_hex(client_key);
@@ -211,20 +220,24 @@ std::unique_ptr<ServiceStack> ServiceStack::create(const StackOptions& opts, con
     self->metrics_.observe_flush(latency_s);
     self->hub_->request_refresh();  // Watch: the window just changed
   });
-  if (!c.grpc_listen.empty()) {
-    GrpcSecurity sec;
-    if (!read_grpc_security(c.grpc_tls_cert, c.grpc_tls_key, c.grpc_client_ca, c.report_token_file,
-                            sec, error))
-      return nullptr;
-    s->server_ = start_grpc_server(c.grpc_listen, *s->service_, s->grpc_port_, error, sec);
-    if (!s->server_) {
-      // The port was checked above (start_grpc_server: 0-65535): what is left is binding it.
-      if (status && s->grpc_port_ == 0 && error.rfind("cannot listen", 0) == 0)
-        *status = exit_status::kRuntime;
-      return nullptr;
-    }
+  return s->start_grpc(error, status) ? std::move(s) : nullptr;
+}
+
+bool ServiceStack::start_grpc(std::string& error, int* status) {
+  const ControlOptions& c = opts_.control;
+  if (c.grpc_listen.empty()) return true;
+  GrpcSecurity sec;
+  if (!read_grpc_security(c.grpc_tls_cert, c.grpc_tls_key, c.grpc_client_ca, c.report_token_file,
+                          sec, error))
+    return false;
+  server_ = start_grpc_server(c.grpc_listen, *service_, grpc_port_, error, sec);
+  if (!server_) {
+    // The port was checked above (start_grpc_server: 0-65535): what is left is binding it.
+    if (status && grpc_port_ == 0 && error.rfind("cannot listen", 0) == 0)
+      *status = exit_status::kRuntime;
+    return false;
   }
-  return s;
+  return true;
 }
 
 ServiceStack::~ServiceStack() {
@@ -262,7 +275,7 @@ void ServiceStack::add_flow(const FlowRecord& r) {
   if (h.unique_bytes == 0) return;
   flow_totals_.merge(LossFigures{1, h.max_flight_segments < 4 ? 1u : 0u, h.loss_events_fast,
                                  h.loss_events_timeout});
-  writer_->add_flow(r);
+  if (writer_) writer_->add_flow(r);
 }
 
 void ServiceStack::tick(uint64_t capture_now_ns) {
@@ -271,12 +284,12 @@ void ServiceStack::tick(uint64_t capture_now_ns) {
     reports_.swap(reports_spare_);
   }
   for (const Sample& s : reports_spare_) {
-    writer_->add(s);
+    if (writer_) writer_->add(s);
     (s.kind == SampleKind::kWc ? agent_wc_ : agent_rtt_)++;
   }
   reports_spare_.clear();
   const auto now = std::chrono::steady_clock::now();
-  writer_->tick(capture_now_ns, now);
+  if (writer_) writer_->tick(capture_now_ns, now);
   if (now - last_metrics_ >= kMetricsPeriod) {
     last_metrics_ = now;
     publish_writer_metrics();
@@ -287,6 +300,7 @@ void ServiceStack::tick(uint64_t capture_now_ns) {
 // Redis failures are never silent: a line on stderr when flushes fail or updates are dropped,
 // at most one per error_line_interval_ms (the counters are in /metrics).
 void ServiceStack::report_writer_trouble(std::chrono::steady_clock::time_point now) {
+  if (!writer_) return;  // read-only: nothing to write, nothing to lose
   const WriterStats w = writer_->stats();
   // A key mismatch is said even when no update waits (a replica without Report traffic).
   const uint64_t mismatches = write_store_->client_key_mismatches();
@@ -316,7 +330,7 @@ std::string ServiceStack::refuses_reports() const {
 }
 
 void ServiceStack::publish_writer_metrics() {
-  const WriterStats w = writer_->stats();
+  const WriterStats w = writer_ ? writer_->stats() : WriterStats{};
   WriterTotals t;
   t.flush_errors = w.flush_errors_total;
   t.backlog_updates = w.backlog_updates;
@@ -347,6 +361,10 @@ void ServiceStack::publish_writer_metrics() {
 
 bool ServiceStack::finish() {
   tick(0);
+  if (!writer_) {  // read-only
+    publish_writer_metrics();
+    return true;
+  }
   const bool flushed = writer_->finish(std::chrono::milliseconds(opts_.finish_wait_ms));
   publish_writer_metrics();
   const WriterStats w = writer_->stats();

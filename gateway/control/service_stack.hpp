@@ -104,9 +104,12 @@ struct StackOptions {
   CoreOptions core;             // prefix, min_samples and window come from `control`
   size_t read_connections = 1;  // Redis connections for Get reads, one reader thread each
   uint32_t watch_refresh_ms = 1000;
-  uint32_t finish_wait_ms = 5000;            // bound on the last flush
-  std::string program = "spand";             // prefix of the lines on stderr; spand_build_info
-  bool capture_metrics = true;               // export the capture metrics (not in the replica)
+  uint32_t finish_wait_ms = 5000;  // bound on the last flush
+  std::string program = "spand";   // prefix of the lines on stderr; spand_build_info
+  bool capture_metrics = true;     // export the capture metrics (not in the replica)
+  // A replica that writes nothing (spand-estimates --read-only): no sample writer, no client id
+  // key needed, Report answered UNIMPLEMENTED. The gateway always writes.
+  bool read_only = false;
   uint32_t error_line_interval_ms = 10'000;  // Redis trouble: at most one stderr line per interval
 };
 
@@ -124,7 +127,9 @@ class ServiceStack final : public SampleSink {
   void submit(const Sample& s) override;
   std::string refuses_reports() const override;
   // Host thread only (the writer's add/tick are single-threaded).
-  void add(const Sample& s) { writer_->add(s); }
+  void add(const Sample& s) {
+    if (writer_) writer_->add(s);
+  }
   // A finished connection's record: the loss figures in the store (SampleWriter::add_flow) and
   // the loss counters of /metrics (the same flows: server->client directions that carried data).
   void add_flow(const FlowRecord& r);
@@ -144,6 +149,7 @@ class ServiceStack final : public SampleSink {
  private:
   ServiceStack() = default;
   void publish_writer_metrics();
+  bool start_grpc(std::string& error, int* status);  // create()'s last step
   void report_writer_trouble(std::chrono::steady_clock::time_point now);
 
   StackOptions opts_;

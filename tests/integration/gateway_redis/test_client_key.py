@@ -247,3 +247,94 @@ def test_prefix_summary_uses_the_key_file(tmp_path):
     assert keyed != plain
     # Only the client-id-dependent columns move: the lines' prefixes and sample counts agree.
     assert [l.split()[:2] for l in keyed.splitlines()] == [l.split()[:2] for l in plain.splitlines()]
+
+
+def pb_fields(data):
+    """A protobuf message's fields (field number -> last value): varints as ints, length-delimited
+    ones as bytes; enough for Estimate's prefix (1), samples (2) and verdict (8)."""
+    out, i = {}, 0
+    while i < len(data):
+        key, i = varint(data, i)
+        kind = key & 7
+        if kind == 0:
+            out[key >> 3], i = varint(data, i)
+        elif kind == 2:
+            n, i = varint(data, i)
+            out[key >> 3] = data[i:i + n]
+            i += n
+        elif kind == 1:
+            i += 8
+        elif kind == 5:
+            i += 4
+        else:
+            raise ValueError(f'wire type {kind}')
+    return out
+
+
+def varint(data, i):
+    v, shift = 0, 0
+    while True:
+        b = data[i]
+        v |= (b & 0x7F) << shift
+        i, shift = i + 1, shift + 7
+        if not b & 0x80:
+            return v, i
+
+
+def get_estimate(grpc_port, address):
+    """The Estimate for `address`, or None while the server is not up yet."""
+    import grpc
+    req = b'\x0a' + bytes([len(address)]) + address.encode()  # GetRequest.address (field 1)
+    with grpc.insecure_channel(f'127.0.0.1:{grpc_port}') as ch:
+        try:
+            return pb_fields(ch.unary_unary('/spand.v1.Estimates/Get')(req, timeout=10))
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNAVAILABLE:
+                return None
+            raise
+
+
+def redis_state(port):
+    """Every key with its serialized value (DUMP): what a read-only replica must leave alone."""
+    def cli(*args):
+        return subprocess.run(['redis-cli', '-p', str(port), *args], capture_output=True,
+                              check=True).stdout
+    return {k: cli('DUMP', k) for k in sorted(cli('--scan').split())}
+
+
+def test_read_only_replica(redis):
+    """--read-only: no --client-key-file needed; Get answers what a writing replica answers for
+    the same Redis; Report is UNIMPLEMENTED; Redis is left byte for byte as it was; exit 0."""
+    import grpc
+    port, cli, tmp = redis
+    path_a, _ = key_file(tmp, 'a.key')
+    assert gateway(port, '--client-key-file', path_a).returncode == 0
+    # A prefix the replay wrote: spand:{<prefix>}:w.
+    prefix = sorted(windows(cli))[0].split('{', 1)[1].split('}', 1)[0]
+    address = prefix.split('/')[0]
+    before = redis_state(port)
+
+    answers = {}
+    for extra in (['--read-only'], ['--client-key-file', path_a]):
+        gport = free_port()
+        rep = subprocess.Popen([ESTIMATES, '--redis', f'redis://127.0.0.1:{port}',
+                                '--grpc-listen', f'127.0.0.1:{gport}', *extra],
+                               stderr=subprocess.PIPE, text=True)
+        try:
+            est = poll(lambda: get_estimate(gport, address), 'Get')
+            answers[extra[0]] = est
+            if extra[0] == '--read-only':
+                code, details = report_status(gport)
+                assert code == grpc.StatusCode.UNIMPLEMENTED, (code, details)
+                time.sleep(0.5)  # several flush intervals of a writing replica
+                assert redis_state(port) == before
+        finally:
+            rep.send_signal(signal.SIGTERM)
+            _, err = rep.communicate(timeout=30)
+        assert rep.returncode == 0, err
+        if extra[0] == '--read-only':
+            assert 'read-only' in err, err
+    ro, rw = answers['--read-only'], answers['--client-key-file']
+    assert ro.get(1) == prefix.encode(), ro
+    assert ro.get(2, 0) > 0 and ro.get(2) == rw.get(2), (ro, rw)  # W_c samples
+    assert ro.get(8) == rw.get(8), (ro, rw)                          # verdict
