@@ -122,6 +122,9 @@ struct alignas(64) LossState {
   uint32_t timeout_wait_us = 0;
   // Sender identification (sender_id.hpp): decrease readings by band and the ACK clock.
   SenderReadings sender;
+  // The recovery in progress began in congestion avoidance (not slow start): its pipe at the
+  // full ACK bounds the window after it (Tracker::cwnd_on_ack).
+  uint8_t recovery_from_ca = 0;
 };
 static_assert(sizeof(LossState) == 128);
 

@@ -572,6 +572,64 @@ std::vector<uint32_t> wc_values(const std::vector<Sample>& v, WcReason why) {
   return out;
 }
 
+// The pipe at the full ACK bounds the window after a recovery from congestion avoidance from
+// below. The sender first leaves slow start through a loss at 20 segments, then sends a clean
+// window of 20 (segments 20..39: the window it holds, whatever its growth). Segment 20 is lost:
+// a loss in congestion avoidance at cwnd 20, W_c 19. It recovers with proportional rate
+// reduction (RFC 6937): after the d-th duplicate ACK it has sent ceil(d x ssthresh / 20)
+// segments in all, the resend first, then new data from segment 40; segment 40 is lost too.
+// The full ACK (up to segment 40) still SACKs segment 41, which arrived with the resend: Linux
+// leaves recovery with cwnd = ssthresh and enters it again on this ACK (see the test above),
+// so that loss's W_c is ssthresh - 1.
+// Reno: ssthresh 10, 10 segments sent, 9 of them new (40..48). The pipe at the full ACK is the
+// 9 new less the one SACKed, 8, under the replica's own halving of 20 (10): W_c 10 - 1 = 9.
+// CUBIC: ssthresh 14 (20 x 717 / 1024), 14 sent, 13 new (40..52), pipe 13 - 1 = 12 above
+// the replica's 10: W_c at least 12 - 1 = 11 (the kernel's 13 less the SACKed segment and the
+// one PRR had yet to send, which the wire cannot show); the replica's halving alone gave 9.
+TEST(Tracker, PipeAtTheFullAckBoundsTheWindowAfterRecovery) {
+  for (const auto& [ssthresh, wc] : {std::pair{10u, 9u}, std::pair{14u, 11u}}) {
+    Conn k;
+    sack_handshake(k);
+    const uint32_t b = kS + 1;
+    auto seg = [&](uint32_t i) { return b + i * kMss; };
+    auto sack_ack = [&](uint32_t ack, SackBlock block) {
+      ParsedPacket p = k.make(true, kC + 1, ack, kAck);
+      p.opt.sack_count = 1;
+      p.opt.sack[0] = block;
+      k.feed(p);
+    };
+    // Slow start ends with the loss of segment 0 out of 0..19 (no W_c: not in congestion
+    // avoidance); the resend fills the hole and everything is acknowledged.
+    for (uint32_t i = 0; i < 20; ++i) k.s(seg(i), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    for (uint32_t d = 1; d <= 3; ++d) sack_ack(seg(0), {seg(1), seg(1 + d)});
+    k.s(seg(0), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(20), kAck);
+    // A clean window of 20 in congestion avoidance; segment 20 is lost.
+    for (uint32_t i = 20; i < 40; ++i) k.s(seg(i), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    uint32_t sent = 0, next = 40;
+    for (uint32_t d = 1; d <= 19; ++d) {
+      sack_ack(seg(20), {seg(21), seg(21 + d)});
+      for (; sent < (d * ssthresh + 19) / 20; ++sent) {
+        k.s(sent == 0 ? seg(20) : seg(next++), kC + 1, kAck, kMss);
+      }
+      k.wait_us(100);
+    }
+    ASSERT_EQ(next, 40 + ssthresh - 1);
+    k.wait_us(20'000);
+    sack_ack(seg(40), {seg(41), seg(42)});  // the full ACK, segment 40 missing
+    k.s(seg(40), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(next), kAck);
+    k.finish();
+    EXPECT_EQ(wc_values(k.samples(), WcReason::kLossInCongestionAvoidance),
+              (std::vector<uint32_t>{19, wc}))
+        << "ssthresh " << ssthresh;
+  }
+}
+
 TEST(Tracker, WcAtLossInCongestionAvoidanceMatchesSenderCwnd) {
   Conn k;
   SenderSim sim{k, 0.5};
