@@ -188,6 +188,9 @@ struct HalfFlow {
   // A gap of the LossState may be open (set with each gap, cleared when ACKs closed them all):
   // an ACK reads the LossState only then, not on every ACK after the direction's first loss.
   uint8_t gaps_open : 1 = 0;
+  // Slow start: clean sends in a row that brought the flight back to its largest so far
+  // without passing it (saturating); see Tracker::bound_cwnd_by_flight.
+  uint8_t ss_flat_sends = 0;
 };
 static_assert(sizeof(HalfFlow) == 128);
 

@@ -94,6 +94,15 @@ inline void Tracker::restart_after_idle(HalfFlow& h, uint32_t now_us) {
 inline void Tracker::bound_cwnd_by_flight(HalfFlow& h, bool below) {
   using namespace tracker_detail;
   const uint32_t flight = flight_segments(h);
+  // Slow start left without a loss (tracker_wc.cpp, kSsFlatSends): clean sends that bring the
+  // flight back to its largest without passing it, in a row.
+  if (h.cc == CcState::kSlowStart && !below && h.dupacks == 0 && !(h.flags & kHfSackHoles)) {
+    if (flight > h.max_flight_seg) {
+      h.ss_flat_sends = 0;
+    } else if (flight == h.max_flight_seg && h.ss_flat_sends != UINT8_MAX) {
+      ++h.ss_flat_sends;
+    }
+  }
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
   // The flight bounds cwnd from below only when new data goes out (the sender's window allowed
   // it), and not while the receiver holds out-of-order data (duplicate ACKs, SACK blocks):

@@ -630,6 +630,47 @@ TEST(Tracker, PipeAtTheFullAckBoundsTheWindowAfterRecovery) {
   }
 }
 
+// A sender that leaves slow start without a loss (CUBIC's HyStart: ssthresh = cwnd) and then
+// loses a segment: the kernel counts that loss in congestion avoidance, at the window it held.
+// The sender doubles its flight each round from 4 to 32 segments (two out per segment acked),
+// then, with `flat` rounds at 32, sends one new segment per segment acked, so its flight comes
+// back to 32 after each ACK and never passes it; the first segment of the next round is lost
+// and three duplicate ACKs bring the resend. flat = 1: 32 returns of the flight to 32, cwnd 32,
+// W_c 32 - 1 = 31. flat = 0: the loss ends a slow start that was still doubling (the segment
+// lost was sent at 32 with cwnd growing): no sample in congestion avoidance.
+TEST(Tracker, LossAfterSlowStartEndedWithoutLossIsInCongestionAvoidance) {
+  for (uint32_t flat : {1u, 0u}) {
+    Conn k;
+    handshake(k);
+    uint32_t next = 0, una = 0;
+    auto seq = [](uint32_t seg) { return kS + 1 + seg * kMss; };
+    auto send = [&](uint32_t n) {
+      for (uint32_t i = 0; i < n; ++i) k.s(seq(next++), kC + 1, kAck, kMss);
+    };
+    send(4);
+    for (uint32_t round = 0; round < 3 + flat; ++round) {  // flights 8, 16, 32 (and 32 held)
+      k.wait_us(20'000);
+      const uint32_t end = next;
+      while (una < end) {
+        k.c(kC + 1, seq(++una), kAck);
+        send(round < 3 ? 2 : 1);
+        k.wait_us(50);
+      }
+    }
+    ASSERT_EQ(next - una, 32u);
+    k.wait_us(20'000);
+    const uint32_t lost = una;
+    for (int i = 0; i < 3; ++i) k.c(kC + 1, seq(lost), kAck);  // three duplicate ACKs
+    k.s(seq(lost), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seq(next), kAck);
+    k.finish();
+    EXPECT_EQ(wc_values(k.samples(), WcReason::kLossInCongestionAvoidance),
+              flat ? std::vector<uint32_t>{31} : std::vector<uint32_t>{})
+        << "flat rounds " << flat;
+  }
+}
+
 TEST(Tracker, WcAtLossInCongestionAvoidanceMatchesSenderCwnd) {
   Conn k;
   SenderSim sim{k, 0.5};
