@@ -15,7 +15,9 @@ and since 2026-11-24 (docs/results/lab_truth.md, sixth session):
   on down the connection): cubic 100/107;
   the pipe at the full ACK bounds the window after a recovery from congestion avoidance: 101/107;
   a loss after HyStart ended slow start without one is in congestion avoidance: 103/107.
-  Reno stays 120/120. The four cubic misses left, as compare_truth.py classifies them from the
+  Reno stays 120/120; its loss events exact 29/30 -> 30/30 since a resend right after an ACK
+  of new data, before any retransmission timer could fire, is no timeout (10.170.2.11:44579).
+  The four cubic misses left, as compare_truth.py classifies them from the
   kernel's trace: three where the kernel's window went unused in the round trip before the loss
   (the transfer had sent its last byte or the flight stayed below cwnd: the wire shows a flight,
   never a window the sender left empty, so W_c is unknowable from the capture), and one where
@@ -38,7 +40,7 @@ SUMMARY = re.compile(r'connections (\d+); W_c in CA within 1 segment: (\d+)/(\d+
                      r'loss events exact: (\d+)/(\d+)')
 DECREASE = re.compile(r'decrease median: ours ([\d.]+) over (\d+) readings, kernel ([\d.]+) '
                       r'over (\d+) recoveries')
-MIN = {'reno': (0.98, 0.9), 'cubic': (0.95, 0.93)}  # (W_c within 1 segment, events exact)
+MIN = {'reno': (0.98, 0.96), 'cubic': (0.95, 0.93)}  # (W_c within 1 segment, events exact)
 MISSES = re.compile(r'W_c misses: (\d+), of them with the kernel window unused .*?: (\d+)')
 # W_c misses the wire could have shown (not the kernel's unused windows): measured 0 (reno) and
 # 1 (cubic, the HyStart exit two ACKs before a loss, above).

@@ -293,6 +293,42 @@ TEST(Tracker, FullAckStillReportingAHoleStartsASecondRecovery) {
   EXPECT_EQ(recs[0].s2c.rexmt_fast, 2u);
 }
 
+// Linux may leave fast recovery on a full ACK that reports no hole and enter it again on the
+// same ACK from its own scoreboard (RACK marks the next segment lost): the wire shows the first
+// unacknowledged segment resent microseconds after an ACK of new data. No retransmission timer
+// can have fired then: the ACK restarted it, and it never runs under 200 ms (Linux's
+// TCP_RTO_MIN). So: two fast retransmit events, no timeout. The same resend after 300 ms of
+// silence (an RTO of 30 ms srtt + the 200 ms floor has passed) is a timeout.
+TEST(Tracker, ResendRightAfterAnAckOfNewDataIsNoTimeout) {
+  for (uint64_t gap_us : {10ull, 300'000ull}) {
+    Conn k;
+    sack_handshake(k);
+    const uint32_t b = kS + 1;
+    auto seg = [&](uint32_t i) { return b + i * kMss; };
+    for (uint32_t i = 0; i < 8; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // 1 is lost
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(1), kAck);
+    ParsedPacket d = k.make(true, kC + 1, seg(1), kAck);
+    d.opt.sack_count = 1;
+    d.opt.sack[0] = {seg(2), seg(8)};
+    k.feed(d);
+    k.s(seg(1), kC + 1, kAck, kMss);  // first recovery, recover = seg(8)
+    k.s(seg(8), kC + 1, kAck, kMss);  // new data during recovery; 8 is lost
+    k.s(seg(9), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(8), kAck);  // full ACK, before 9 arrives: no hole to report yet
+    k.wait_us(gap_us);
+    k.s(seg(8), kC + 1, kAck, kMss);  // the first unacknowledged segment again
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(10), kAck);
+    auto recs = k.finish();
+    ASSERT_EQ(recs.size(), 1u);
+    const bool soon = gap_us < 200'000;
+    EXPECT_EQ(recs[0].s2c.loss_events_fast, soon ? 2u : 1u) << gap_us;
+    EXPECT_EQ(recs[0].s2c.loss_events_timeout, soon ? 0u : 1u) << gap_us;
+  }
+}
+
 TEST(Tracker, DsackMarksTheResendSpurious) {
   Conn k;
   handshake(k);
