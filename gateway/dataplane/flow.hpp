@@ -122,6 +122,9 @@ struct alignas(64) LossState {
   uint32_t timeout_wait_us = 0;
   // Sender identification (sender_id.hpp): decrease readings by band and the ACK clock.
   SenderReadings sender;
+  // The recovery in progress began in congestion avoidance (not slow start): its pipe at the
+  // full ACK bounds the window after it (Tracker::cwnd_on_ack).
+  uint8_t recovery_from_ca = 0;
 };
 static_assert(sizeof(LossState) == 128);
 
@@ -185,6 +188,9 @@ struct HalfFlow {
   // A gap of the LossState may be open (set with each gap, cleared when ACKs closed them all):
   // an ACK reads the LossState only then, not on every ACK after the direction's first loss.
   uint8_t gaps_open : 1 = 0;
+  // Slow start: clean sends in a row that brought the flight back to its largest so far
+  // without passing it (saturating); see Tracker::bound_cwnd_by_flight.
+  uint8_t ss_flat_sends = 0;
 };
 static_assert(sizeof(HalfFlow) == 128);
 

@@ -165,7 +165,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     h.flags |= kHfAckKnown;
     return;
   }
-  const bool sacks_above = on_sack_blocks(h, p);
+  const uint32_t sacked_above = on_sack_blocks(h, p);
   if (seq_gt(ack, h.snd_max)) return;  // acks bytes the monitor never saw sent: ignore
   if (h.loss) pool_.at(h.loss).sender.last_ack_us = now_us;  // the ACK clock, duplicates too
 
@@ -175,7 +175,7 @@ void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
     h.last_progress_us = now_us;
     h.dupacks = 0;
     rtt_on_ack(f, d, ack, now_us);
-    cwnd_on_ack(f, d, ack, acked, sacks_above);
+    cwnd_on_ack(f, d, ack, acked, sacked_above);
     forget_acked_gaps(h, ack);
   } else if (ack == h.snd_una && p.payload_len == 0 && !(p.flags & (kSyn | kFin | kRst)) &&
              h.snd_max != h.snd_una) {

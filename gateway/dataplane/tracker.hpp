@@ -111,8 +111,9 @@ class Tracker {
   // tracker_loss.hpp (inline) and tracker_loss.cpp: a segment below the highest sequence sent
   // (capture copy, reordering, retransmission), gaps, SACK and DSACK, and loss events (fast
   // retransmit or timeout, as Tstat).
-  // Returns whether the receiver holds data above a hole (SACK blocks above the ACK).
-  bool on_sack_blocks(HalfFlow& h, const ParsedPacket& p);
+  // Returns the bytes the receiver reports holding above a hole (SACK blocks above the ACK,
+  // a DSACK block not counted; 0: none).
+  uint32_t on_sack_blocks(HalfFlow& h, const ParsedPacket& p);
   void forget_acked_gaps(HalfFlow& h, uint32_t ack);
   bool is_capture_copy(HalfFlow& h, const Segment& s, uint16_t sig, bool ipid_ok, bool old_ip_id,
                        uint32_t now_us);
@@ -125,7 +126,7 @@ class Tracker {
 
   // tracker_cwnd.hpp (inline) and tracker_cwnd.cpp: the replica of the sender's congestion
   // window, rounds, and the measured decrease.
-  void cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked, bool sacks_above);
+  void cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked, uint32_t sacked_above);
   void restart_after_idle(HalfFlow& h, uint32_t now_us);
   static void bound_cwnd_by_flight(HalfFlow& h, bool below);
   static void cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout);

@@ -34,6 +34,7 @@ void Tracker::cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout) {
   }
   if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
     l.cwnd_before_loss_q16 = h.cwnd_q16;
+    l.recovery_from_ca = h.cc == CcState::kCongestionAvoidance;
     h.flags |= kHfMdPending;
     // The window before, for sender identification: the sender's largest clean flight in this
     // round or the last. The replica runs ahead of a sender that grows more slowly than it

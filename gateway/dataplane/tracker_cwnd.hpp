@@ -21,7 +21,8 @@ constexpr uint32_t kGrowthAlphaPermille = 500;
 }  // namespace tracker_detail
 
 // An ACK of new data (`acked` bytes, up to `ack`) for direction d.
-inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked, bool sacks_above) {
+inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
+                                 uint32_t sacked_above) {
   using namespace tracker_detail;
   HalfFlow& h = f.h(d);
   const uint32_t mss = h.smss ? h.smss : kDefaultMss;
@@ -31,13 +32,31 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked, b
       if (seq_ge(ack, loss(h).recover)) {  // full ACK: deflate to ssthresh
         h.cc = CcState::kCongestionAvoidance;
         h.cwnd_q16 = clamp_cwnd(uint64_t(h.ssthresh_seg) * kQ16);
+        // The sender's pipe at the full ACK bounds its new window from below: proportional
+        // rate reduction (RFC 6937, Linux) sends during recovery so that the data in the
+        // network comes down to ssthresh, and the sender holds no more than its window. The
+        // pipe is what it sent past this ACK less what the receiver reports holding (SACK),
+        // never more than the window before the loss. CUBIC's 0.7 shows here when the next
+        // loss comes before a clean flight could (lab capture cubic_3nets, 10.119.3.10:45613:
+        // W_c 4 against the kernel's 6, now 5). Only after a loss in congestion avoidance: the
+        // replica's window at a loss in slow start can be far above the sender's (DESIGN.md),
+        // and on the stored Scalable TCP captures the bound then ran 20-30 segments above the
+        // kernel's next window (pcaps/lab/sender/spand_scalable_p1, p2). Counting all data sent
+        // during recovery instead (snd_max - recover, SACKed data included) ran ahead of the
+        // kernel's window (stored captures: cubic W_c within 1 from 100/107 to 91/107, reno
+        // from 120 to 117).
+        const uint32_t out = h.snd_max - ack;
+        const uint32_t pipe = out > sacked_above ? out - sacked_above : 0;
+        const uint64_t pipe_q16 =
+            std::min<uint64_t>(uint64_t(pipe) * kQ16 / mss, loss(h).cwnd_before_loss_q16);
+        if (loss(h).recovery_from_ca && pipe_q16 > h.cwnd_q16) h.cwnd_q16 = clamp_cwnd(pipe_q16);
         // The decrease is read on a round wholly after recovery.
         if (h.flags & kHfMdPending) start_round(h);
         // A full ACK that still SACKs data above a hole: Linux leaves recovery and enters it
         // again on this ACK, even when the hole's resend went out during the first recovery
         // (then no new resend shows it). Measured on the lab captures: loss events exact
         // 27/30 -> 29/30 (reno) and 27/30 -> 30/30 (cubic).
-        if (sacks_above) start_loss_event(f, d, false);
+        if (sacked_above) start_loss_event(f, d, false);
       }
       break;
     case CcState::kTimeoutRecovery:
@@ -75,6 +94,15 @@ inline void Tracker::restart_after_idle(HalfFlow& h, uint32_t now_us) {
 inline void Tracker::bound_cwnd_by_flight(HalfFlow& h, bool below) {
   using namespace tracker_detail;
   const uint32_t flight = flight_segments(h);
+  // Slow start left without a loss (tracker_wc.cpp, kSsFlatSends): clean sends that bring the
+  // flight back to its largest without passing it, in a row.
+  if (h.cc == CcState::kSlowStart && !below && h.dupacks == 0 && !(h.flags & kHfSackHoles)) {
+    if (flight > h.max_flight_seg) {
+      h.ss_flat_sends = 0;
+    } else if (flight == h.max_flight_seg && h.ss_flat_sends != UINT8_MAX) {
+      ++h.ss_flat_sends;
+    }
+  }
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
   // The flight bounds cwnd from below only when new data goes out (the sender's window allowed
   // it), and not while the receiver holds out-of-order data (duplicate ACKs, SACK blocks):

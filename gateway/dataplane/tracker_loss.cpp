@@ -127,6 +127,16 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
     // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
     // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
     bump(l.rexmt_other);
+  } else if (seq == h.snd_una && (h.flags & kHfSackPermitted) && idle_us < rto &&
+             now_us - h.last_progress_us < cfg_.min_rto_us) {
+    // The first unacknowledged segment again, sooner after an ACK of new data than any
+    // retransmission timer (restarted by that ACK, never under min_rto_us): Linux re-entering
+    // fast recovery on the ACK that ended the last one, from its own SACK scoreboard (RACK),
+    // though this ACK reports no hole (without SACK, the duplicate-ACK rules above decide). Stored
+    // reno lab capture, 10.170.2.11:44579: a resend 11 us after such an ACK, the kernel's trace
+    // shows Recovery, Open, Recovery on that ACK; it was counted a timeout.
+    start_loss_event(f, d, false);
+    bump(l.rexmt_fast);
   } else if (idle_us >= rto || seq == h.snd_una) {
     start_loss_event(f, d, true, idle_us);
     bump(l.rexmt_timeout);

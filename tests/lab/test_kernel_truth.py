@@ -44,7 +44,10 @@ NETLAB_TIMEOUT_S = 150
 #   later runs, same settings: reno events 28/30, 30/30; cubic events 26/30, 27/30, 21/30 (70%,
 #   W_c 86/96 = 90% in that run). Event counts move most between runs: a recovery the kernel
 #   re-enters on one ACK depends on timing, so their thresholds sit below the worst run seen.
-MIN_WC_WITHIN_1 = {'reno': 0.90, 'cubic': 0.80}
+#   2026-11-24 (compare_truth.py matching within 10 ms; the pipe bound after recovery and the
+#   loss after HyStart's exit in the tracker): reno 126/126, cubic 99/101 (main before these:
+#   126/126, 95/101 with the half-second matching); events 28/30, 30/30.
+MIN_WC_WITHIN_1 = {'reno': 0.90, 'cubic': 0.85}
 MIN_EVENTS_EXACT = {'reno': 0.80, 'cubic': 0.60}
 MIN_KERNEL_WC_SAMPLES = 30  # fewer, and the lab made too few losses to say anything
 

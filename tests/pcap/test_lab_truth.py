@@ -9,6 +9,20 @@ Measured when these captures were made (2026-11-22, gateway at the commit that a
 and since a full ACK that still reports a hole starts a second recovery (2026-11-23):
   reno:  W_c within 1 segment 120/120 (100%); loss events exact 29/30
   cubic: W_c within 1 segment 93/107 (87%); loss events exact 30/30
+and since 2026-11-24 (docs/results/lab_truth.md, sixth session):
+  a kernel loss and our sample of it are matched within 10 ms, not half a second (they lie
+  0-34 us apart; the wide window paired an unsampled loss with the next loss's sample, and so
+  on down the connection): cubic 100/107;
+  the pipe at the full ACK bounds the window after a recovery from congestion avoidance: 101/107;
+  a loss after HyStart ended slow start without one is in congestion avoidance: 103/107.
+  Reno stays 120/120; its loss events exact 29/30 -> 30/30 since a resend right after an ACK
+  of new data, before any retransmission timer could fire, is no timeout (10.170.2.11:44579).
+  The four cubic misses left, as compare_truth.py classifies them from the
+  kernel's trace: three where the kernel's window went unused in the round trip before the loss
+  (the transfer had sent its last byte or the flight stayed below cwnd: the wire shows a flight,
+  never a window the sender left empty, so W_c is unknowable from the capture), and one where
+  HyStart set ssthresh two ACKs before the loss (10.119.3.10:45613, cwnd 49: the flight, held
+  above cwnd by SACK accounting, showed no plateau to tell it from slow start).
 Thresholds sit a little below, so a regression of a few samples fails the test.
 """
 import os
@@ -26,7 +40,11 @@ SUMMARY = re.compile(r'connections (\d+); W_c in CA within 1 segment: (\d+)/(\d+
                      r'loss events exact: (\d+)/(\d+)')
 DECREASE = re.compile(r'decrease median: ours ([\d.]+) over (\d+) readings, kernel ([\d.]+) '
                       r'over (\d+) recoveries')
-MIN = {'reno': (0.98, 0.9), 'cubic': (0.84, 0.93)}  # (W_c within 1 segment, events exact)
+MIN = {'reno': (0.98, 0.96), 'cubic': (0.95, 0.93)}  # (W_c within 1 segment, events exact)
+MISSES = re.compile(r'W_c misses: (\d+), of them with the kernel window unused .*?: (\d+)')
+# W_c misses the wire could have shown (not the kernel's unused windows): measured 0 (reno) and
+# 1 (cubic, the HyStart exit two ACKs before a loss, above).
+MAX_KNOWABLE_MISSES = {'reno': 0, 'cubic': 1}
 
 
 @pytest.mark.parametrize('cc', ['reno', 'cubic'])
@@ -45,6 +63,11 @@ def test_inference_matches_kernel(cc, tmp_path):
     assert wc_n >= 50, 'the capture holds enough losses in congestion avoidance'
     assert wc_ok / wc_n >= MIN[cc][0], out
     assert ev_ok / ev_n >= MIN[cc][1], out
+    m = MISSES.search(out)
+    assert m, out
+    misses, unknowable = int(m[1]), int(m[2])
+    assert misses == wc_n - wc_ok, out
+    assert misses - unknowable <= MAX_KNOWABLE_MISSES[cc], out
     # The multiplicative decrease read after each loss (one `decrease` sample per reading)
     # against the kernel's own: cwnd leaving fast recovery over cwnd entering it. Measured
     # 2026-11-23: reno 0.486 over 134 readings against 0.500 over 148 recoveries, cubic 0.624

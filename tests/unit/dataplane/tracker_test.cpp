@@ -293,6 +293,42 @@ TEST(Tracker, FullAckStillReportingAHoleStartsASecondRecovery) {
   EXPECT_EQ(recs[0].s2c.rexmt_fast, 2u);
 }
 
+// Linux may leave fast recovery on a full ACK that reports no hole and enter it again on the
+// same ACK from its own scoreboard (RACK marks the next segment lost): the wire shows the first
+// unacknowledged segment resent microseconds after an ACK of new data. No retransmission timer
+// can have fired then: the ACK restarted it, and it never runs under 200 ms (Linux's
+// TCP_RTO_MIN). So: two fast retransmit events, no timeout. The same resend after 300 ms of
+// silence (an RTO of 30 ms srtt + the 200 ms floor has passed) is a timeout.
+TEST(Tracker, ResendRightAfterAnAckOfNewDataIsNoTimeout) {
+  for (uint64_t gap_us : {10ull, 300'000ull}) {
+    Conn k;
+    sack_handshake(k);
+    const uint32_t b = kS + 1;
+    auto seg = [&](uint32_t i) { return b + i * kMss; };
+    for (uint32_t i = 0; i < 8; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // 1 is lost
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(1), kAck);
+    ParsedPacket d = k.make(true, kC + 1, seg(1), kAck);
+    d.opt.sack_count = 1;
+    d.opt.sack[0] = {seg(2), seg(8)};
+    k.feed(d);
+    k.s(seg(1), kC + 1, kAck, kMss);  // first recovery, recover = seg(8)
+    k.s(seg(8), kC + 1, kAck, kMss);  // new data during recovery; 8 is lost
+    k.s(seg(9), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(8), kAck);  // full ACK, before 9 arrives: no hole to report yet
+    k.wait_us(gap_us);
+    k.s(seg(8), kC + 1, kAck, kMss);  // the first unacknowledged segment again
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(10), kAck);
+    auto recs = k.finish();
+    ASSERT_EQ(recs.size(), 1u);
+    const bool soon = gap_us < 200'000;
+    EXPECT_EQ(recs[0].s2c.loss_events_fast, soon ? 2u : 1u) << gap_us;
+    EXPECT_EQ(recs[0].s2c.loss_events_timeout, soon ? 0u : 1u) << gap_us;
+  }
+}
+
 TEST(Tracker, DsackMarksTheResendSpurious) {
   Conn k;
   handshake(k);
@@ -570,6 +606,105 @@ std::vector<uint32_t> wc_values(const std::vector<Sample>& v, WcReason why) {
     if (s.kind == SampleKind::kWc && s.wc_reason == why) out.push_back(s.value);
   }
   return out;
+}
+
+// The pipe at the full ACK bounds the window after a recovery from congestion avoidance from
+// below. The sender first leaves slow start through a loss at 20 segments, then sends a clean
+// window of 20 (segments 20..39: the window it holds, whatever its growth). Segment 20 is lost:
+// a loss in congestion avoidance at cwnd 20, W_c 19. It recovers with proportional rate
+// reduction (RFC 6937): after the d-th duplicate ACK it has sent ceil(d x ssthresh / 20)
+// segments in all, the resend first, then new data from segment 40; segment 40 is lost too.
+// The full ACK (up to segment 40) still SACKs segment 41, which arrived with the resend: Linux
+// leaves recovery with cwnd = ssthresh and enters it again on this ACK (see the test above),
+// so that loss's W_c is ssthresh - 1.
+// Reno: ssthresh 10, 10 segments sent, 9 of them new (40..48). The pipe at the full ACK is the
+// 9 new less the one SACKed, 8, under the replica's own halving of 20 (10): W_c 10 - 1 = 9.
+// CUBIC: ssthresh 14 (20 x 717 / 1024), 14 sent, 13 new (40..52), pipe 13 - 1 = 12 above
+// the replica's 10: W_c at least 12 - 1 = 11 (the kernel's 13 less the SACKed segment and the
+// one PRR had yet to send, which the wire cannot show); the replica's halving alone gave 9.
+TEST(Tracker, PipeAtTheFullAckBoundsTheWindowAfterRecovery) {
+  for (const auto& [ssthresh, wc] : {std::pair{10u, 9u}, std::pair{14u, 11u}}) {
+    Conn k;
+    sack_handshake(k);
+    const uint32_t b = kS + 1;
+    auto seg = [&](uint32_t i) { return b + i * kMss; };
+    auto sack_ack = [&](uint32_t ack, SackBlock block) {
+      ParsedPacket p = k.make(true, kC + 1, ack, kAck);
+      p.opt.sack_count = 1;
+      p.opt.sack[0] = block;
+      k.feed(p);
+    };
+    // Slow start ends with the loss of segment 0 out of 0..19 (no W_c: not in congestion
+    // avoidance); the resend fills the hole and everything is acknowledged.
+    for (uint32_t i = 0; i < 20; ++i) k.s(seg(i), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    for (uint32_t d = 1; d <= 3; ++d) sack_ack(seg(0), {seg(1), seg(1 + d)});
+    k.s(seg(0), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(20), kAck);
+    // A clean window of 20 in congestion avoidance; segment 20 is lost.
+    for (uint32_t i = 20; i < 40; ++i) k.s(seg(i), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    uint32_t sent = 0, next = 40;
+    for (uint32_t d = 1; d <= 19; ++d) {
+      sack_ack(seg(20), {seg(21), seg(21 + d)});
+      for (; sent < (d * ssthresh + 19) / 20; ++sent) {
+        k.s(sent == 0 ? seg(20) : seg(next++), kC + 1, kAck, kMss);
+      }
+      k.wait_us(100);
+    }
+    ASSERT_EQ(next, 40 + ssthresh - 1);
+    k.wait_us(20'000);
+    sack_ack(seg(40), {seg(41), seg(42)});  // the full ACK, segment 40 missing
+    k.s(seg(40), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(next), kAck);
+    k.finish();
+    EXPECT_EQ(wc_values(k.samples(), WcReason::kLossInCongestionAvoidance),
+              (std::vector<uint32_t>{19, wc}))
+        << "ssthresh " << ssthresh;
+  }
+}
+
+// A sender that leaves slow start without a loss (CUBIC's HyStart: ssthresh = cwnd) and then
+// loses a segment: the kernel counts that loss in congestion avoidance, at the window it held.
+// The sender doubles its flight each round from 4 to 32 segments (two out per segment acked),
+// then, with `flat` rounds at 32, sends one new segment per segment acked, so its flight comes
+// back to 32 after each ACK and never passes it; the first segment of the next round is lost
+// and three duplicate ACKs bring the resend. flat = 1: 32 returns of the flight to 32, cwnd 32,
+// W_c 32 - 1 = 31. flat = 0: the loss ends a slow start that was still doubling (the segment
+// lost was sent at 32 with cwnd growing): no sample in congestion avoidance.
+TEST(Tracker, LossAfterSlowStartEndedWithoutLossIsInCongestionAvoidance) {
+  for (uint32_t flat : {1u, 0u}) {
+    Conn k;
+    handshake(k);
+    uint32_t next = 0, una = 0;
+    auto seq = [](uint32_t seg) { return kS + 1 + seg * kMss; };
+    auto send = [&](uint32_t n) {
+      for (uint32_t i = 0; i < n; ++i) k.s(seq(next++), kC + 1, kAck, kMss);
+    };
+    send(4);
+    for (uint32_t round = 0; round < 3 + flat; ++round) {  // flights 8, 16, 32 (and 32 held)
+      k.wait_us(20'000);
+      const uint32_t end = next;
+      while (una < end) {
+        k.c(kC + 1, seq(++una), kAck);
+        send(round < 3 ? 2 : 1);
+        k.wait_us(50);
+      }
+    }
+    ASSERT_EQ(next - una, 32u);
+    k.wait_us(20'000);
+    const uint32_t lost = una;
+    for (int i = 0; i < 3; ++i) k.c(kC + 1, seq(lost), kAck);  // three duplicate ACKs
+    k.s(seq(lost), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    k.c(kC + 1, seq(next), kAck);
+    k.finish();
+    EXPECT_EQ(wc_values(k.samples(), WcReason::kLossInCongestionAvoidance),
+              flat ? std::vector<uint32_t>{31} : std::vector<uint32_t>{})
+        << "flat rounds " << flat;
+  }
 }
 
 TEST(Tracker, WcAtLossInCongestionAvoidanceMatchesSenderCwnd) {
