@@ -55,6 +55,9 @@ FlowKey make_key(const ParsedPacket& p, bool& src_is_lo);
 // ones. Symmetric because the key is canonical.
 struct FlowHashSecret {
   uint64_t k[10];
+  // The terms of an IPv4-mapped key's constant words (the ::ffff marker of both addresses; the
+  // zero words add nothing): hash_key() adds them at once for such keys.
+  uint64_t v4_terms;
   // Expands a 64-bit seed (splitmix64). Replays use a fixed seed (kReplayHashSeed) so their output
   // is the same every time; live sources a random one (gateway_main.cpp, --hash-seed).
   static FlowHashSecret from_seed(uint64_t seed);
