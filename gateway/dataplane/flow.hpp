@@ -64,6 +64,10 @@ struct FlowHashSecret {
 };
 inline constexpr uint64_t kReplayHashSeed = 0x5350414e44u;  // "SPAND"
 uint32_t hash_key(const FlowKey& k, const FlowHashSecret& secret);
+// make_key() and hash_key() in one pass, for a packet that parse_frame() decoded (an IPv4
+// packet's addresses are then IPv4-mapped: its key and hash come from the two 32-bit addresses).
+FlowKey make_parsed_key(const ParsedPacket& p, const FlowHashSecret& secret, bool& src_is_lo,
+                        uint32_t& hash);
 
 // Congestion-control phase of the sender replica.
 enum class CcState : uint8_t {

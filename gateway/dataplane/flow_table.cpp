@@ -127,4 +127,28 @@ uint32_t hash_key(const FlowKey& k, const FlowHashSecret& s) {
   return uint32_t(h >> 32);
 }
 
+FlowKey make_parsed_key(const ParsedPacket& p, const FlowHashSecret& s, bool& src_is_lo,
+                        uint32_t& hash) {
+  if (p.ip_version != 4) {
+    const FlowKey k = make_key(p, src_is_lo);
+    hash = hash_key(k, s);
+    return k;
+  }
+  // Both addresses ::ffff:a.b.c.d: make_key()'s word compares come down to the last four
+  // bytes, and hash_key() takes its IPv4 branch.
+  uint32_t sa, da;
+  std::memcpy(&sa, p.src.bytes.data() + 12, 4);
+  std::memcpy(&da, p.dst.bytes.data() + 12, 4);
+  src_is_lo = sa != da ? sa < da : p.sport <= p.dport;
+  FlowKey k;
+  k.lo_addr = src_is_lo ? p.src : p.dst;
+  k.hi_addr = src_is_lo ? p.dst : p.src;
+  k.lo_port = src_is_lo ? p.sport : p.dport;
+  k.hi_port = src_is_lo ? p.dport : p.sport;
+  const uint64_t h = s.k[0] + s.k[9] * (uint64_t(k.lo_port) << 16 | k.hi_port) + s.v4_terms +
+                     s.k[4] * (src_is_lo ? sa : da) + s.k[8] * (src_is_lo ? da : sa);
+  hash = uint32_t(h >> 32);
+  return k;
+}
+
 }  // namespace spand

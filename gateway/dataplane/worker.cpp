@@ -111,8 +111,7 @@ void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, ui
     ++counters_.drops[static_cast<size_t>(d)];
     return;
   }
-  st.key = make_key(st.pkt, st.src_is_lo);
-  st.hash = hash_key(st.key, hash_secret_);
+  st.key = make_parsed_key(st.pkt, hash_secret_, st.src_is_lo, st.hash);
   st.home = table_->home_of(st.hash);
   table_->prefetch_slot(st.home);
   if (++staged_count_ == kBurst) flush_staged();
@@ -138,8 +137,7 @@ void Worker::prepare(LinkType link, const uint8_t* data, uint32_t caplen, uint32
   out.wire_len = wire_len;
   out.drop = parse_frame(link, data, caplen, wire_len, ts_ns, out.pkt);
   if (out.drop != Drop::kNone) return;
-  out.key = make_key(out.pkt, out.src_is_lo);
-  out.hash = hash_key(out.key, hash_secret_);
+  out.key = make_parsed_key(out.pkt, hash_secret_, out.src_is_lo, out.hash);
 }
 
 void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
