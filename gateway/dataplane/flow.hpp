@@ -55,12 +55,19 @@ FlowKey make_key(const ParsedPacket& p, bool& src_is_lo);
 // ones. Symmetric because the key is canonical.
 struct FlowHashSecret {
   uint64_t k[10];
+  // The terms of an IPv4-mapped key's constant words (the ::ffff marker of both addresses; the
+  // zero words add nothing): hash_key() adds them at once for such keys.
+  uint64_t v4_terms;
   // Expands a 64-bit seed (splitmix64). Replays use a fixed seed (kReplayHashSeed) so their output
   // is the same every time; live sources a random one (gateway_main.cpp, --hash-seed).
   static FlowHashSecret from_seed(uint64_t seed);
 };
 inline constexpr uint64_t kReplayHashSeed = 0x5350414e44u;  // "SPAND"
 uint32_t hash_key(const FlowKey& k, const FlowHashSecret& secret);
+// make_key() and hash_key() in one pass, for a packet that parse_frame() decoded (an IPv4
+// packet's addresses are then IPv4-mapped: its key and hash come from the two 32-bit addresses).
+FlowKey make_parsed_key(const ParsedPacket& p, const FlowHashSecret& secret, bool& src_is_lo,
+                        uint32_t& hash);
 
 // Congestion-control phase of the sender replica.
 enum class CcState : uint8_t {

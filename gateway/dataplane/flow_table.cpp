@@ -88,6 +88,16 @@ FlowKey make_key(const ParsedPacket& p, bool& src_is_lo) {
   return k;
 }
 
+namespace {
+// Bytes 8-11 of an IPv4-mapped address (0, 0, 0xff, 0xff) as hash_key() reads them.
+inline uint32_t mapped_word() {
+  static constexpr uint8_t kMarker[4] = {0, 0, 0xff, 0xff};
+  uint32_t w;
+  std::memcpy(&w, kMarker, 4);
+  return w;
+}
+}  // namespace
+
 FlowHashSecret FlowHashSecret::from_seed(uint64_t seed) {
   FlowHashSecret s;
   uint64_t x = seed;
@@ -97,6 +107,7 @@ FlowHashSecret FlowHashSecret::from_seed(uint64_t seed) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     k = z ^ (z >> 31);
   }
+  s.v4_terms = s.k[3] * mapped_word() + s.k[7] * mapped_word();
   return s;
 }
 
@@ -106,8 +117,38 @@ uint32_t hash_key(const FlowKey& k, const FlowHashSecret& s) {
   std::memcpy(w, k.lo_addr.bytes.data(), 16);
   std::memcpy(w + 4, k.hi_addr.bytes.data(), 16);
   uint64_t h = s.k[0] + s.k[9] * (uint64_t(k.lo_port) << 16 | k.hi_port);
+  // Both addresses IPv4-mapped (::ffff:a.b.c.d): words 0, 1, 4 and 5 are zero and words 2 and 6
+  // the marker, so the sum is the same with their terms taken from v4_terms.
+  const uint32_t marker = mapped_word();
+  if ((w[0] | w[1] | w[4] | w[5]) == 0 && w[2] == marker && w[6] == marker) {
+    return uint32_t((h + s.v4_terms + s.k[4] * w[3] + s.k[8] * w[7]) >> 32);
+  }
   for (int i = 0; i < 8; ++i) h += s.k[i + 1] * w[i];
   return uint32_t(h >> 32);
+}
+
+FlowKey make_parsed_key(const ParsedPacket& p, const FlowHashSecret& s, bool& src_is_lo,
+                        uint32_t& hash) {
+  if (p.ip_version != 4) {
+    const FlowKey k = make_key(p, src_is_lo);
+    hash = hash_key(k, s);
+    return k;
+  }
+  // Both addresses ::ffff:a.b.c.d: make_key()'s word compares come down to the last four
+  // bytes, and hash_key() takes its IPv4 branch.
+  uint32_t sa, da;
+  std::memcpy(&sa, p.src.bytes.data() + 12, 4);
+  std::memcpy(&da, p.dst.bytes.data() + 12, 4);
+  src_is_lo = sa != da ? sa < da : p.sport <= p.dport;
+  FlowKey k;
+  k.lo_addr = src_is_lo ? p.src : p.dst;
+  k.hi_addr = src_is_lo ? p.dst : p.src;
+  k.lo_port = src_is_lo ? p.sport : p.dport;
+  k.hi_port = src_is_lo ? p.dport : p.sport;
+  const uint64_t h = s.k[0] + s.k[9] * (uint64_t(k.lo_port) << 16 | k.hi_port) + s.v4_terms +
+                     s.k[4] * (src_is_lo ? sa : da) + s.k[8] * (src_is_lo ? da : sa);
+  hash = uint32_t(h >> 32);
+  return k;
 }
 
 }  // namespace spand

@@ -50,9 +50,13 @@ class FlowTable {
   uint32_t commit_ahead(uint32_t peak_seen) { return pool_.commit_ahead(peak_seen); }
   uint32_t flows_committed() const { return pool_.committed(); }
 
-  Flow* find(const FlowKey& key, uint32_t hash) {
+  // The slot where the probe for `hash` starts: the worker computes it once per packet and
+  // hands it to prefetch(), prefetch_flow() and find().
+  uint32_t home_of(uint32_t hash) const { return home(tag_of(hash)); }
+  Flow* find(const FlowKey& key, uint32_t hash) { return find(key, hash, home_of(hash)); }
+  Flow* find(const FlowKey& key, uint32_t hash, uint32_t home_slot) {
     const uint32_t tag = tag_of(hash);
-    for (uint32_t i = home(tag);; i = next(i)) {
+    for (uint32_t i = home_slot;; i = next(i)) {
       const Slot s = table_[i];
       if (s.tag == kEmpty) return nullptr;
       if (s.tag == tag) {
@@ -63,12 +67,14 @@ class FlowTable {
   }
 
   // Starts loading the home slot of `hash` into the cache.
-  void prefetch(uint32_t hash) const { prefetch_line(&table_[home(tag_of(hash))]); }
+  void prefetch(uint32_t hash) const { prefetch_slot(home_of(hash)); }
+  void prefetch_slot(uint32_t home_slot) const { prefetch_line(&table_[home_slot]); }
   // Once the slot is in (prefetch() some packets earlier): starts loading the lines of the flow
   // whose tag matches, if any.
-  void prefetch_flow(uint32_t hash) const {
+  void prefetch_flow(uint32_t hash) const { prefetch_flow(hash, home_of(hash)); }
+  void prefetch_flow(uint32_t hash, uint32_t home_slot) const {
     const uint32_t tag = tag_of(hash);
-    uint32_t i = home(tag);
+    uint32_t i = home_slot;
     for (int n = 0; n < 4; ++n, i = next(i)) {
       const Slot s = table_[i];
       if (s.tag == kEmpty) return;

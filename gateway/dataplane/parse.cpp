@@ -271,6 +271,46 @@ inline Drop parse_by_ethertype(const uint8_t* data, uint32_t caplen, uint32_t wi
   }
 }
 
+// The common frame: Ethernet, then IPv4 without options, then TCP. The caller has checked that
+// the three minimal headers are captured (caplen >= 54) and that caplen <= wire_len. Returns
+// false when the frame has another shape or would fail any check: the general decoder then
+// decides. When it returns true, `out` holds what the general decoder gives (the same checks,
+// made once at fixed offsets, with no walk over tags and link types).
+inline bool parse_eth_ipv4_tcp(const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                               ParsedPacket& out) {
+  const uint8_t* ip = data + kEthHeaderBytes;
+  const uint8_t* t = ip + kIpv4MinHeaderBytes;
+  if (rd16(data + 12) != kEtherIpv4 || ip[0] != 0x45 || ip[9] != kProtoTcp ||
+      (rd16(ip + 6) & kIpv4FragOffsetMask) != 0) {
+    return false;
+  }
+  // Total length 0 (a GSO super-segment) and every length the general decoder rejects go there.
+  const uint32_t total_bytes = rd16(ip + 2);
+  if (total_bytes < kIpv4MinHeaderBytes + kTcpMinHeaderBytes) return false;
+  if (total_bytes > wire_len - kEthHeaderBytes && caplen < wire_len) return false;
+  const uint32_t ip_payload_bytes = total_bytes - kIpv4MinHeaderBytes;
+  const uint32_t hdr_bytes = static_cast<uint32_t>(t[12] >> 4) * 4;
+  if (hdr_bytes < kTcpMinHeaderBytes || hdr_bytes > ip_payload_bytes ||
+      caplen - (kEthHeaderBytes + kIpv4MinHeaderBytes) < hdr_bytes) {
+    return false;
+  }
+  out.ip_version = 4;
+  out.ip_id = rd16(ip + 4);
+  out.src = IpAddr::from_v4(ip + 12);
+  out.dst = IpAddr::from_v4(ip + 16);
+  if (hdr_bytes > kTcpMinHeaderBytes) {
+    out.opt.malformed = parse_tcp_options(t, hdr_bytes, out.opt) != Drop::kNone;
+  }
+  out.sport = rd16(t);
+  out.dport = rd16(t + 2);
+  out.seq = rd32(t + 4);
+  out.ack = rd32(t + 8);
+  out.flags = t[13];
+  out.window = rd16(t + 14);
+  out.payload_len = ip_payload_bytes - hdr_bytes;
+  return true;
+}
+
 }  // namespace
 
 Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
@@ -287,6 +327,11 @@ Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t w
   out.ts_ns = ts_ns;
   out.wire_len = wire_len;
   if (data == nullptr) caplen = 0;
+  if (link == LinkType::kEthernet &&
+      caplen >= kEthHeaderBytes + kIpv4MinHeaderBytes + kTcpMinHeaderBytes &&
+      parse_eth_ipv4_tcp(data, caplen, wire_len, out)) {
+    return Drop::kNone;
+  }
   switch (link) {
     case LinkType::kEthernet:
       if (caplen < kEthHeaderBytes) return Drop::kTruncatedL2;

@@ -49,14 +49,11 @@ inline void note_verified(Flow& f, Dir d, const ParsedPacket& p) {
 // IPv4 IDs: a datagram not newer than the newest this sender emitted is a copy made by the
 // capture (a resend gets a fresh ID), not a second transmission. Returns whether it is old.
 inline bool note_ip_id(HalfFlow& snd, const ParsedPacket& p) {
-  const bool ipid_ok = p.ip_version == 4 && p.ip_id != 0;
-  const bool old_ip_id =
-      ipid_ok && (snd.flags & kHfIpIdKnown) && int16_t(p.ip_id - snd.max_ip_id) <= 0;
-  if (ipid_ok && !old_ip_id) {
-    snd.max_ip_id = p.ip_id;
-    snd.flags |= kHfIpIdKnown;
-  }
-  return old_ip_id;
+  if (p.ip_id == 0 || p.ip_version != 4) return false;
+  if ((snd.flags & kHfIpIdKnown) && int16_t(p.ip_id - snd.max_ip_id) <= 0) return true;
+  snd.max_ip_id = p.ip_id;
+  snd.flags |= kHfIpIdKnown;
+  return false;
 }
 
 inline void on_fin(Flow& f, HalfFlow& snd) {
@@ -133,8 +130,9 @@ uint32_t Tracker::advance_clock(Flow& f, const ParsedPacket& p) {
   if (p.ts_ns > f.last_ns) f.last_ns = p.ts_ns;
   // Capture time can step back (merged traces); treat such a packet as arriving "now".
   const uint64_t t_ns = p.ts_ns > f.base_ns ? p.ts_ns : f.base_ns;
-  if ((t_ns - f.base_ns) / 1000 >= kRelMaxUs) rebase(f, t_ns);
-  return uint32_t((std::max(t_ns, f.base_ns) - f.base_ns) / 1000);
+  // (t - base) / 1000 >= kRelMaxUs, without the division; rebase() leaves base below t.
+  if (t_ns - f.base_ns >= uint64_t(kRelMaxUs) * 1000) rebase(f, t_ns);
+  return uint32_t((t_ns - f.base_ns) / 1000);
 }
 
 void Tracker::rebase(Flow& f, uint64_t now_ns) {

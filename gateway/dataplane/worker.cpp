@@ -96,7 +96,8 @@ void Worker::handle_packet(const ParsedPacket& p) {
   if (staged_count_ != 0) flush_staged();
   bool src_is_lo = false;
   const FlowKey key = make_key(p, src_is_lo);
-  track(p, key, hash_key(key, hash_secret_), src_is_lo);
+  const uint32_t hash = hash_key(key, hash_secret_);
+  track(p, key, hash, table_->home_of(hash), src_is_lo);
   publish_samples();
 }
 
@@ -110,9 +111,9 @@ void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, ui
     ++counters_.drops[static_cast<size_t>(d)];
     return;
   }
-  st.key = make_key(st.pkt, st.src_is_lo);
-  st.hash = hash_key(st.key, hash_secret_);
-  table_->prefetch(st.hash);
+  st.key = make_parsed_key(st.pkt, hash_secret_, st.src_is_lo, st.hash);
+  st.home = table_->home_of(st.hash);
+  table_->prefetch_slot(st.home);
   if (++staged_count_ == kBurst) flush_staged();
 }
 
@@ -120,11 +121,12 @@ void Worker::flush_staged() {
   // The staged packets' slots were prefetched as they were staged: now the flows they point to,
   // kFlowAhead packets ahead of the one tracked.
   const uint32_t n = staged_count_;
-  for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) table_->prefetch_flow(staged_[i].hash);
+  auto prefetch_flow = [&](const Staged& st) { table_->prefetch_flow(st.hash, st.home); };
+  for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) prefetch_flow(staged_[i]);
   for (uint32_t i = 0; i < n; ++i) {
-    if (i + kFlowAhead < n) table_->prefetch_flow(staged_[i + kFlowAhead].hash);
+    if (i + kFlowAhead < n) prefetch_flow(staged_[i + kFlowAhead]);
     const Staged& st = staged_[i];
-    track(st.pkt, st.key, st.hash, st.src_is_lo);
+    track(st.pkt, st.key, st.hash, st.home, st.src_is_lo);
   }
   staged_count_ = 0;
   publish_samples();
@@ -135,8 +137,7 @@ void Worker::prepare(LinkType link, const uint8_t* data, uint32_t caplen, uint32
   out.wire_len = wire_len;
   out.drop = parse_frame(link, data, caplen, wire_len, ts_ns, out.pkt);
   if (out.drop != Drop::kNone) return;
-  out.key = make_key(out.pkt, out.src_is_lo);
-  out.hash = hash_key(out.key, hash_secret_);
+  out.key = make_parsed_key(out.pkt, hash_secret_, out.src_is_lo, out.hash);
 }
 
 void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
@@ -158,7 +159,7 @@ void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
     if (i + kFlowAhead < n) prefetch_flow(i + kFlowAhead);
     const Prepared& p = frames[i];
-    if (p.drop == Drop::kNone) track(p.pkt, p.key, p.hash, p.src_is_lo);
+    if (p.drop == Drop::kNone) track(p.pkt, p.key, p.hash, table_->home_of(p.hash), p.src_is_lo);
   }
   publish_samples();
 }
@@ -171,11 +172,12 @@ void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
   flush_staged();
 }
 
-void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo) {
+void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, uint32_t home,
+                   bool src_is_lo) {
   ++counters_.tcp_packets;
   if (p.opt.malformed) ++counters_.tcp_option_errors;
   if (p.ts_ns > now_ns_) now_ns_ = p.ts_ns;
-  Flow* f = table_->find(key, hash);
+  Flow* f = table_->find(key, hash, home);
   // A half-open flow past its SYN timeout that the sweep has not reached yet ends when a SYN-ACK
   // comes: a SYN-ACK 31 minutes after the SYN is not the same handshake (it made a 35.8-minute
   // RTT sample). Other packets keep the sweep's pace (a SYN resent after a 64 s backoff stays

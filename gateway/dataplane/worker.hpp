@@ -144,6 +144,7 @@ class Worker {
     ParsedPacket pkt;
     FlowKey key;
     uint32_t hash;
+    uint32_t home;  // the table slot where the key's probe starts (FlowTable::home_of)
     bool src_is_lo;
   };
   Staged staged_[kBurst];
@@ -155,7 +156,8 @@ class Worker {
   // the end of every entry point that tracks packets or closes flows.
   void publish_samples() { samples_->publish(); }
 
-  void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, bool src_is_lo);
+  void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, uint32_t home,
+             bool src_is_lo);
   bool expired(const Flow& f) const;
   CloseReason expiry_reason(const Flow& f) const;
 };
