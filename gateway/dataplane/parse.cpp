@@ -152,6 +152,19 @@ inline Drop parse_tcp_options(const uint8_t* hdr, uint32_t hdr_bytes, TcpOptions
   return Drop::kNone;
 }
 
+// The TCP header's fixed fields, once its length is checked (both the general decoder and the
+// common frame's fast path).
+[[gnu::always_inline]] inline void tcp_fields(const uint8_t* t, uint32_t payload_bytes,
+                                              ParsedPacket& out) {
+  out.sport = rd16(t);
+  out.dport = rd16(t + 2);
+  out.seq = rd32(t + 4);
+  out.ack = rd32(t + 8);
+  out.flags = t[13];
+  out.window = rd16(t + 14);
+  out.payload_len = payload_bytes;
+}
+
 // `off` is where the TCP header starts; `ip_payload_bytes` is what the IP header says follows it.
 inline Drop parse_tcp(const uint8_t* data, uint32_t caplen, uint32_t off, uint32_t ip_payload_bytes,
                       ParsedPacket& out) {
@@ -165,13 +178,7 @@ inline Drop parse_tcp(const uint8_t* data, uint32_t caplen, uint32_t off, uint32
   // segment: old stacks sent such SYN-ACKs (tcptrace long_rtt.dmp) and the handshake matters more
   // than the option. The worker counts these as tcp_option_errors.
   out.opt.malformed = parse_tcp_options(t, hdr_bytes, out.opt) != Drop::kNone;
-  out.sport = rd16(t);
-  out.dport = rd16(t + 2);
-  out.seq = rd32(t + 4);
-  out.ack = rd32(t + 8);
-  out.flags = t[13];
-  out.window = rd16(t + 14);
-  out.payload_len = ip_payload_bytes - hdr_bytes;
+  tcp_fields(t, ip_payload_bytes - hdr_bytes, out);
   return Drop::kNone;
 }
 
@@ -301,13 +308,7 @@ inline bool parse_eth_ipv4_tcp(const uint8_t* data, uint32_t caplen, uint32_t wi
   if (hdr_bytes > kTcpMinHeaderBytes) {
     out.opt.malformed = parse_tcp_options(t, hdr_bytes, out.opt) != Drop::kNone;
   }
-  out.sport = rd16(t);
-  out.dport = rd16(t + 2);
-  out.seq = rd32(t + 4);
-  out.ack = rd32(t + 8);
-  out.flags = t[13];
-  out.window = rd16(t + 14);
-  out.payload_len = ip_payload_bytes - hdr_bytes;
+  tcp_fields(t, ip_payload_bytes - hdr_bytes, out);
   return true;
 }
 
