@@ -193,11 +193,16 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   }
   if (const toml::table* p = root["policy"].as_table()) {
     auto& pc = cfg.policy;
-    r.unknown_keys(
-        *p, {"max_initial_cwnd", "min_samples", "max_age_s", "skip_slow_start", "ca_emulate",
-             "pace", "seed_syn_rto", "mss", "high_bdp_cc", "high_bdp_wc_segments", "window_rule",
-             "kernel_initial_cwnd", "share_concurrent", "share_rate_only", "standing_queue",
-             "path_rate", "path_rate_interval_ms", "path_rate_window_s", "share_window_s"});
+    r.unknown_keys(*p, {"max_initial_cwnd",   "min_samples",
+                        "max_age_s",          "skip_slow_start",
+                        "ca_emulate",         "pace",
+                        "seed_syn_rto",       "mss",
+                        "high_bdp_cc",        "high_bdp_wc_segments",
+                        "window_rule",        "kernel_initial_cwnd",
+                        "share_concurrent",   "share_rate_only",
+                        "share_floor_paced",  "standing_queue",
+                        "path_rate",          "path_rate_interval_ms",
+                        "path_rate_window_s", "share_window_s"});
     r.integer(*p, "max_initial_cwnd", pc.max_initial_cwnd, 1, 65535);
     r.integer(*p, "min_samples", pc.min_samples, 0, INT64_MAX);
     r.number(*p, "max_age_s", pc.max_age_s, 0, 86400);
@@ -221,6 +226,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.boolean(*p, "path_rate", pc.path_rate);
     r.boolean(*p, "share_concurrent", pc.share_concurrent);
     r.boolean(*p, "share_rate_only", pc.share_rate_only);
+    r.boolean(*p, "share_floor_paced", pc.share_floor_paced);
     r.boolean(*p, "standing_queue", pc.standing_queue);
     r.integer(*p, "path_rate_interval_ms", pc.path_rate_interval_ms, 5, 60000);
     r.number(*p, "path_rate_window_s", pc.path_rate_window_s, 1, 86400);
@@ -330,6 +336,7 @@ std::string config_to_toml(const AgentConfig& cfg) {
       {"kernel_initial_cwnd", int64_t(p.kernel_initial_cwnd)},
       {"share_concurrent", p.share_concurrent},
       {"share_rate_only", p.share_rate_only},
+      {"share_floor_paced", p.share_floor_paced},
       {"standing_queue", p.standing_queue},
       {"path_rate", p.path_rate},
       {"path_rate_interval_ms", int64_t(p.path_rate_interval_ms)},

@@ -46,6 +46,11 @@ struct PolicyConfig {
   // (paced at rate / n, n windows in flight carry what one at the full rate would). Off by default
   // (tests/lab/benefit/RESULTS.md: measured under 8 concurrent transfers).
   bool share_rate_only = false;
+  // kRounds, with share_concurrent: where the host's usual concurrency leaves no window that
+  // beats the kernel's (rule 6), keep the kernel's IW and slow start but pace the first window at
+  // the measured rate (an HTB class on pace_devices spreads the IW the kernel sends unpaced)
+  // instead of leaving the socket to the kernel (docs/DESIGN.md, rule 12).
+  bool share_floor_paced = true;
   // kRounds, BPF mode: a handshake that waited in a standing queue cuts the first window to the
   // room the buffer has left (docs/DESIGN.md, rule 11).
   bool standing_queue = true;

@@ -137,8 +137,22 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
       bdp_segments / (policy.share_rate_only ? 1 : senders), SPAND_WC_MAX_SEGMENTS));
   uint32_t ssthresh = std::max(window, bdp_shared);
   if (window <= iw_kernel ||
-      rounds_from(segments, window, ssthresh) >= rounds_slow_start(segments, iw_kernel))
-    return {SkipReason::kNoGain, {}};
+      rounds_from(segments, window, ssthresh) >= rounds_slow_start(segments, iw_kernel)) {
+    if (!(policy.share_floor_paced && policy.share_concurrent && policy.pace && senders > 1 &&
+          rate))
+      return {SkipReason::kNoGain, {}};
+    // Rule 12: the kernel's own start (IW10, slow start), its first window paced at the measured
+    // rate, each socket on its own (not divided among the first windows in flight: 0.87 of
+    // default against 0.91 divided, tests/lab/benefit/RESULTS.md). A burst of IW10 from each of
+    // 8 senders meets a buffer a bulk flow keeps full; paced, fewer lose their whole window.
+    KernelPolicy& p = d.policy;
+    p.init_cwnd_segments = iw_kernel;
+    p.wc_segments = std::min(wc, policy.max_initial_cwnd);
+    p.acked_per_ack = port.acked_per_ack;
+    p.min_cwnd_segments = iw_kernel;
+    p.pacing_rate_bytes_per_s = rate;
+    return d;
+  }
 
   KernelPolicy& p = d.policy;
   p.init_cwnd_segments = window;

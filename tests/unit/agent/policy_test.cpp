@@ -297,8 +297,15 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   ASSERT_EQ(d.skip, SkipReason::kNone);
   EXPECT_EQ(d.policy.init_cwnd_segments, 20u);
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 625'000u);
+  // (Rule 12 then still paces the kernel's own first window: init_cwnd 10, slow start.)
+  d = decide(est, 0, port(70 * 1448), pol, {}, &two);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 10u);
+  EXPECT_FALSE(d.policy.skip_slow_start);
+  pol.share_floor_paced = false;
   EXPECT_EQ(decide(est, 0, port(70 * 1448), pol, {}, &two).skip, SkipReason::kNoGain);
-  // Eight (the friendliness batches): 43 / 8 = 5 segments, under IW10: left to the kernel.
+  // Eight (the friendliness batches): 43 / 8 = 5 segments, under IW10: left to the kernel
+  // (without rule 12's paced floor, below).
   PathInfo eight{1'250'000, 50'000, 10, 8.0};
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).skip, SkipReason::kNoGain);
   // Sharing the rate only: each of the eight keeps the 21 segments, paced at 1/8 of the rate;
@@ -311,6 +318,24 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_EQ(d.policy.ssthresh_segments, 43u);
   EXPECT_TRUE(d.policy.share_rate_only);
   pol.share_rate_only = false;
+  // Rule 12 (share_floor_paced, on by default): the eight keep the kernel's start (IW10, slow
+  // start: no skip, no ssthresh), the first window paced at the whole measured rate, not counted
+  // among the first windows in flight. A transfer IW10 sends in one round, or no rate: as before.
+  pol.share_floor_paced = true;
+  d = decide(est, 0, port(21 * 1448), pol, {}, &eight);
+  ASSERT_EQ(d.skip, SkipReason::kNone);
+  EXPECT_EQ(d.policy.init_cwnd_segments, 10u);
+  EXPECT_FALSE(d.policy.skip_slow_start);
+  EXPECT_EQ(d.policy.ssthresh_segments, 0u);
+  EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 1'250'000u);
+  EXPECT_FALSE(d.policy.share_concurrent);
+  EXPECT_FALSE(d.policy.share_rate_only);
+  EXPECT_EQ(decide(est, 0, port(10 * 1448), pol, {}, &eight).skip, SkipReason::kNoGain);
+  PathInfo eight_no_rate{0, 50'000, 10, 8.0};
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight_no_rate).skip, SkipReason::kNoGain);
+  // One sender at a time: no floor, the window (rule 2).
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &alone).policy.init_cwnd_segments, 21u);
+  pol.share_floor_paced = false;
   // Sharing off: the senders are not counted.
   pol.share_concurrent = false;
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight).policy.init_cwnd_segments, 21u);
