@@ -400,7 +400,17 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       count(SPAND_STAT_CC_FAILED);
   }
   if (iw == 0) return;
-  {
+  if (flags & SPAND_POLICY_PACE_QUEUED) {
+    /* Rule 12: the kernel's own start, its first window paced, only where the handshake waited
+     * in a standing queue (a bulk flow keeps the buffer full: paced, fewer of the 8 starting
+     * together lose their whole window). Into an empty buffer the burst costs nothing. */
+    if (spand_standing_queue(skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us)) {
+      count(SPAND_STAT_FLOOR_PACED);
+    } else {
+      count(SPAND_STAT_FLOOR_LEFT);
+      leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
+    }
+  } else {
     /* Rule 11 (spand_queue_window): a handshake that waited in a standing queue gets the
      * window the rest of the buffer holds (two bottlenecks, a bulk flow filling the shared
      * buffer: windows of 21-29 segments lost when the handshake saw 24-35 ms of a 50 ms

@@ -297,12 +297,6 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   ASSERT_EQ(d.skip, SkipReason::kNone);
   EXPECT_EQ(d.policy.init_cwnd_segments, 20u);
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 625'000u);
-  // (Rule 12 then still paces the kernel's own first window: init_cwnd 10, slow start.)
-  d = decide(est, 0, port(70 * 1448), pol, {}, &two);
-  ASSERT_EQ(d.skip, SkipReason::kNone);
-  EXPECT_EQ(d.policy.init_cwnd_segments, 10u);
-  EXPECT_FALSE(d.policy.skip_slow_start);
-  pol.share_floor_paced = false;
   EXPECT_EQ(decide(est, 0, port(70 * 1448), pol, {}, &two).skip, SkipReason::kNoGain);
   // Eight (the friendliness batches): 43 / 8 = 5 segments, under IW10: left to the kernel
   // (without rule 12's paced floor, below).
@@ -318,11 +312,13 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_EQ(d.policy.ssthresh_segments, 43u);
   EXPECT_TRUE(d.policy.share_rate_only);
   pol.share_rate_only = false;
-  // Rule 12 (share_floor_paced, on by default): the eight keep the kernel's start (IW10, slow
-  // start: no skip, no ssthresh), the first window paced at the whole measured rate, not counted
-  // among the first windows in flight. A transfer IW10 sends in one round, or no rate: as before.
-  pol.share_floor_paced = true;
-  d = decide(est, 0, port(21 * 1448), pol, {}, &eight);
+  // Rule 12 (share_floor_paced, on by default): where the buffer is known to have overflowed
+  // (a connection retransmitted) and its size read (largest smoothed RTT 100 ms over a 50 ms
+  // propagation RTT: 50 ms of buffer), the eight keep the kernel's start (IW10, slow start: no
+  // skip, no ssthresh), the first window paced at the whole measured rate, not counted among the
+  // first windows in flight; the program paces only a handshake that met a standing queue.
+  PathInfo eight_full{1'250'000, 50'000, 10, 8.0, 100'000, 1};
+  d = decide(est, 0, port(21 * 1448), pol, {}, &eight_full);
   ASSERT_EQ(d.skip, SkipReason::kNone);
   EXPECT_EQ(d.policy.init_cwnd_segments, 10u);
   EXPECT_FALSE(d.policy.skip_slow_start);
@@ -330,11 +326,18 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 1'250'000u);
   EXPECT_FALSE(d.policy.share_concurrent);
   EXPECT_FALSE(d.policy.share_rate_only);
-  EXPECT_EQ(decide(est, 0, port(10 * 1448), pol, {}, &eight).skip, SkipReason::kNoGain);
-  PathInfo eight_no_rate{0, 50'000, 10, 8.0};
+  EXPECT_TRUE(d.policy.pace_only_queued);
+  EXPECT_EQ(d.policy.queue_room_us, 50'000u);
+  EXPECT_EQ(d.policy.prop_rtt_us, 50'000u);
+  EXPECT_EQ(d.policy.path_rate_bytes_per_s, 1'250'000u);
+  // A transfer IW10 sends in one round, no rate, no overflow seen, or one sender: no floor.
+  EXPECT_EQ(decide(est, 0, port(10 * 1448), pol, {}, &eight_full).skip, SkipReason::kNoGain);
+  PathInfo eight_no_rate{0, 50'000, 10, 8.0, 100'000, 1};
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight_no_rate).skip, SkipReason::kNoGain);
-  // One sender at a time: no floor, the window (rule 2).
-  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &alone).policy.init_cwnd_segments, 21u);
+  PathInfo eight_no_loss{1'250'000, 50'000, 10, 8.0, 100'000, 0};
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight_no_loss).skip, SkipReason::kNoGain);
+  PathInfo one_full{1'250'000, 50'000, 10, 1.0, 100'000, 1};
+  EXPECT_FALSE(decide(est, 0, port(21 * 1448), pol, {}, &one_full).policy.pace_only_queued);
   pol.share_floor_paced = false;
   // Sharing off: the senders are not counted.
   pol.share_concurrent = false;
@@ -407,6 +410,20 @@ TEST(QueueWindow, AHandshakeThatWaitedInAStandingQueueGetsWhatTheBufferHasLeft) 
   EXPECT_EQ(spand_queue_window(21, 90'000, 0, room, rate, mss, 21, 10), 21u);
   EXPECT_EQ(spand_queue_window(21, 90'000, prop, 0, rate, mss, 21, 10), 21u);
   EXPECT_EQ(spand_queue_window(21, 90'000, prop, room, 0, mss, 21, 10), 21u);
+}
+
+TEST(QueueWindow, AStandingQueueIsTwoMsAndAQuarterOfTheBuffer) {
+  // Rule 12 paces only where this holds. 50 ms propagation, 44 ms of buffer: a quarter is 11 ms.
+  EXPECT_FALSE(spand_standing_queue(50'000, 50'000, 44'000));  // nothing queued
+  EXPECT_FALSE(spand_standing_queue(60'999, 50'000, 44'000));  // 10.999 ms < 11 ms
+  EXPECT_TRUE(spand_standing_queue(61'000, 50'000, 44'000));   // 11 ms x 4 = 44 ms
+  EXPECT_FALSE(spand_standing_queue(40'000, 50'000, 44'000));  // under the propagation RTT
+  // A small buffer (4 ms): a quarter is 1 ms, but under 2 ms is the handshake's jitter.
+  EXPECT_FALSE(spand_standing_queue(51'500, 50'000, 4'000));
+  EXPECT_TRUE(spand_standing_queue(52'000, 50'000, 4'000));
+  // The buffer or the propagation RTT unknown: no standing queue.
+  EXPECT_FALSE(spand_standing_queue(90'000, 50'000, 0));
+  EXPECT_FALSE(spand_standing_queue(90'000, 0, 44'000));
 }
 
 TEST(PathRates, AFallOfTheRateIsBelievedAtOnceARiseOnlyByTheMedian) {
