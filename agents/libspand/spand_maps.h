@@ -41,14 +41,16 @@ typedef uint64_t spand_u64;
  * the kernel) when the room holds no window of min_gain segments or above IW (min_cwnd). Used
  * by the sock_ops program and unit-tested as plain C. */
 #define SPAND_QUEUE_MIN_US 2000u
-/* Whether the handshake waited in a standing queue: 2 ms or more over the propagation RTT and a
- * quarter of the buffer in time (room_us) or more. */
+/* Whether the handshake waited in a queue: 2 ms or more over the propagation RTT (less is the
+ * handshake's jitter on an idle path). Rule 12 paces the kernel's first window then. */
+static inline int spand_handshake_queued(spand_u32 hs_rtt_us, spand_u32 prop_rtt_us) {
+  return prop_rtt_us && hs_rtt_us >= prop_rtt_us + SPAND_QUEUE_MIN_US;
+}
+/* ... in a standing queue: also a quarter of the buffer in time (room_us) or more (rule 11). */
 static inline int spand_standing_queue(spand_u32 hs_rtt_us, spand_u32 prop_rtt_us,
                                        spand_u32 room_us) {
-  spand_u32 queued;
-  if (!room_us || !prop_rtt_us) return 0;
-  queued = hs_rtt_us > prop_rtt_us ? hs_rtt_us - prop_rtt_us : 0;
-  return queued >= SPAND_QUEUE_MIN_US && (spand_u64)queued * 4 >= room_us;
+  return room_us && spand_handshake_queued(hs_rtt_us, prop_rtt_us) &&
+         (spand_u64)(hs_rtt_us - prop_rtt_us) * 4 >= room_us;
 }
 static inline spand_u32 spand_queue_window(spand_u32 iw, spand_u32 hs_rtt_us, spand_u32 prop_rtt_us,
                                            spand_u32 room_us, spand_u64 rate_bytes_per_s,
@@ -88,7 +90,7 @@ struct spand_prefix_key {
  * connection keeps the whole first window. */
 #define SPAND_POLICY_SHARE_RATE 0x10u
 /* Rule 12: the policy is the kernel's own start, paced; only for a handshake that waited in a
- * standing queue (spand_standing_queue on queue_room_us), else the socket is left to the kernel. */
+ * queue (spand_handshake_queued on prop_rtt_us), else the socket is left to the kernel. */
 #define SPAND_POLICY_PACE_QUEUED 0x20u
 #define SPAND_STATE_PACED 0x100u
 #define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
@@ -190,8 +192,8 @@ enum spand_stat {
   SPAND_STAT_TRAIN_OWN_PACE, /* trains not recorded: they read the socket's own pacing */
   SPAND_STAT_QUEUE_CUT,      /* first windows cut to the room a standing queue left (rule 11) */
   SPAND_STAT_QUEUE_LEFT,     /* ... left to the kernel: the room held no window that gains */
-  SPAND_STAT_FLOOR_PACED,    /* rule 12: the kernel's IW paced (the handshake met a queue) */
-  SPAND_STAT_FLOOR_LEFT,     /* rule 12: no standing queue, the socket left to the kernel */
+  SPAND_STAT_FLOOR_PACED,    /* rule 12: the kernel's IW paced (the handshake waited in a queue) */
+  SPAND_STAT_FLOOR_LEFT,     /* rule 12: no queue at the handshake, left to the kernel */
   SPAND_STAT_COUNT
 };
 

@@ -402,9 +402,9 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   if (iw == 0) return;
   if (flags & SPAND_POLICY_PACE_QUEUED) {
     /* Rule 12: the kernel's own start, its first window paced, only where the handshake waited
-     * in a standing queue (a bulk flow keeps the buffer full: paced, fewer of the 8 starting
-     * together lose their whole window). Into an empty buffer the burst costs nothing. */
-    if (spand_standing_queue(skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us)) {
+     * in a queue (a bulk flow keeps the buffer full: paced, fewer of the 8 starting together
+     * lose their whole window). Into an empty buffer the burst costs nothing. */
+    if (spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us)) {
       count(SPAND_STAT_FLOOR_PACED);
     } else {
       count(SPAND_STAT_FLOOR_LEFT);

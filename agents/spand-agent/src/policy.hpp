@@ -67,7 +67,7 @@ struct KernelPolicy {
   uint64_t path_rate_bytes_per_s = 0;
   uint32_t min_gain_segments = 0;
   // Rule 12 (BPF mode): the kernel's own start, paced, applied only to a socket whose handshake
-  // waited in a standing queue (queue_room_us, prop_rtt_us as rule 11); else left to the kernel.
+  // waited 2 ms or more over prop_rtt_us in a queue; else left to the kernel.
   bool pace_only_queued = false;
   // When the kernel must stop applying it on its own (the core's clock, seconds; 0 = never):
   // set by AgentCore, kept by the BPF program (an agent killed with SIGKILL removes nothing).

@@ -316,7 +316,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   // (a connection retransmitted) and its size read (largest smoothed RTT 100 ms over a 50 ms
   // propagation RTT: 50 ms of buffer), the eight keep the kernel's start (IW10, slow start: no
   // skip, no ssthresh), the first window paced at the whole measured rate, not counted among the
-  // first windows in flight; the program paces only a handshake that met a standing queue.
+  // first windows in flight; the program paces only a handshake that waited 2 ms in a queue.
   PathInfo eight_full{1'250'000, 50'000, 10, 8.0, 100'000, 1};
   d = decide(est, 0, port(21 * 1448), pol, {}, &eight_full);
   ASSERT_EQ(d.skip, SkipReason::kNone);
@@ -413,16 +413,20 @@ TEST(QueueWindow, AHandshakeThatWaitedInAStandingQueueGetsWhatTheBufferHasLeft) 
 }
 
 TEST(QueueWindow, AStandingQueueIsTwoMsAndAQuarterOfTheBuffer) {
-  // Rule 12 paces only where this holds. 50 ms propagation, 44 ms of buffer: a quarter is 11 ms.
-  EXPECT_FALSE(spand_standing_queue(50'000, 50'000, 44'000));  // nothing queued
+  // Rule 12 paces where the handshake waited 2 ms (its jitter on an idle path stays under it).
+  EXPECT_FALSE(spand_handshake_queued(50'000, 50'000));
+  EXPECT_FALSE(spand_handshake_queued(51'999, 50'000));
+  EXPECT_TRUE(spand_handshake_queued(52'000, 50'000));
+  EXPECT_FALSE(spand_handshake_queued(40'000, 50'000));  // under the propagation RTT
+  EXPECT_FALSE(spand_handshake_queued(90'000, 0));       // propagation RTT unknown
+  // Rule 11's standing queue: also a quarter of the buffer. 50 ms propagation, 44 ms of buffer:
+  // a quarter is 11 ms.
   EXPECT_FALSE(spand_standing_queue(60'999, 50'000, 44'000));  // 10.999 ms < 11 ms
   EXPECT_TRUE(spand_standing_queue(61'000, 50'000, 44'000));   // 11 ms x 4 = 44 ms
-  EXPECT_FALSE(spand_standing_queue(40'000, 50'000, 44'000));  // under the propagation RTT
   // A small buffer (4 ms): a quarter is 1 ms, but under 2 ms is the handshake's jitter.
   EXPECT_FALSE(spand_standing_queue(51'500, 50'000, 4'000));
   EXPECT_TRUE(spand_standing_queue(52'000, 50'000, 4'000));
-  // The buffer or the propagation RTT unknown: no standing queue.
-  EXPECT_FALSE(spand_standing_queue(90'000, 50'000, 0));
+  EXPECT_FALSE(spand_standing_queue(90'000, 50'000, 0));  // the buffer unknown
   EXPECT_FALSE(spand_standing_queue(90'000, 0, 44'000));
 }
 
