@@ -96,20 +96,6 @@ void Emitter::record(const FlowRecord& r) {
 }
 
 void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {
-  packet_steps<true>(f, p, src_is_lo);
-}
-
-void Tracker::on_packet_general(Flow& f, const ParsedPacket& p, bool src_is_lo) {
-  packet_steps<false>(f, p, src_is_lo);
-}
-
-// The steps of one packet: SYN, RST, ACK, data and FIN in that order. With kShort, a common
-// packet (an ACK without SYN, RST or FIN, on a flow whose handshake does not wait for it) skips
-// the tests of the other kinds, and its data, when in order (at snd_max of a known sequence
-// space), takes on_next_data(): the same steps without the old-data and gap tests
-// (tests/unit/dataplane/tracker_test.cpp, ShortPathLeavesTheGeneralPathsState, compares both).
-template <bool kShort>
-inline void Tracker::packet_steps(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   const uint32_t now_us = advance_clock(f, p);
   const Dir d = (src_is_lo == bool(f.client_is_lo)) ? Dir::kC2S : Dir::kS2C;
   HalfFlow& snd = f.h(d);
@@ -118,26 +104,14 @@ inline void Tracker::packet_steps(Flow& f, const ParsedPacket& p, bool src_is_lo
   if (p.vlan_outer && !f.vlan) f.vlan = p.vlan_outer;
   const bool old_ip_id = note_ip_id(snd, p);
 
-  const bool common = kShort && (p.flags & (kSyn | kRst | kFin | kAck)) == kAck &&
-                      (f.handshake_done || !f.synack_seen);
-  if (!common) {
-    if ((p.flags & kSyn) && !on_syn(f, d, p, now_us, old_ip_id)) return;
-    if (p.flags & kRst) on_rst(f, d, p, now_us);
-    if (d == Dir::kC2S && f.synack_seen && !f.handshake_done) on_handshake_ack(f, p, now_us);
-  }
-  if (common || (p.flags & kAck)) {
-    on_ack(f, opposite(d), p, now_us);
-    if (p.opt.has_ts) on_timestamp_echo(f, opposite(d), p.opt.tsecr, now_us);
-  }
-  if (p.payload_len > 0 || (!common && (p.flags & kFin))) {
-    if (common && (snd.flags & (kHfSeqKnown | kHfAckKnown)) == (kHfSeqKnown | kHfAckKnown) &&
-        p.seq == snd.snd_max) {
-      on_next_data(f, d, p, now_us);
-    } else {
-      on_data(f, d, p, now_us, old_ip_id);
-    }
-  }
-  if (!common && (p.flags & kFin)) on_fin(f, snd);
+  if ((p.flags & kSyn) && !on_syn(f, d, p, now_us, old_ip_id)) return;
+  if (p.flags & kRst) on_rst(f, d, p, now_us);
+  if (d == Dir::kC2S && f.synack_seen && !f.handshake_done) on_handshake_ack(f, p, now_us);
+
+  if (p.flags & kAck) on_ack(f, opposite(d), p, now_us);
+  if (p.opt.has_ts && (p.flags & kAck)) on_timestamp_echo(f, opposite(d), p.opt.tsecr, now_us);
+  if (p.payload_len > 0 || (p.flags & kFin)) on_data(f, d, p, now_us, old_ip_id);
+  if (p.flags & kFin) on_fin(f, snd);
 }
 
 // The flow's clock: microseconds since f.base_ns, from the packet's timestamp.
@@ -242,23 +216,6 @@ void Tracker::on_new_data(Flow& f, Dir d, const ParsedPacket& p, const Segment& 
   note_send_clock(h, now_us);
   h.snd_max = s.end;
   time_segment(h, p, s.end, now_us);
-}
-
-// on_data() for the common data segment: no SYN or FIN, at snd_max of a known sequence space
-// (so neither old data nor a gap, and start_sequence_space() has nothing to do): the same steps.
-void Tracker::on_next_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
-  HalfFlow& h = f.h(d);
-  const uint32_t len = p.payload_len;
-  learn_segment_size(h, f.h(opposite(d)), len);
-  count_bytes(h, p.seq, len, fold_sig(p), now_us);
-  if (h.snd_max == h.snd_una) h.last_progress_us = now_us;
-  restart_after_idle(h, now_us);
-  note_send_clock(h, now_us);
-  const uint32_t end = p.seq + len;
-  h.snd_max = end;
-  time_segment(h, p, end, now_us);
-  h.last_send_us = now_us;
-  bound_cwnd_by_flight(h, false);
 }
 
 }  // namespace spand

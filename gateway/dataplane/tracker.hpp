@@ -53,8 +53,6 @@ class Tracker {
   void on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo);
   // Every packet of the flow, in capture order (tracker.cpp).
   void on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo);
-  // The same without the short path for common packets (tests: both must leave the same state).
-  void on_packet_general(Flow& f, const ParsedPacket& p, bool src_is_lo);
   // Finalizes the flow: end-of-connection W_c samples and the flow record; returns its
   // LossStates to the pool. Call it once before the flow leaves the table (tracker_close.cpp).
   void close(Flow& f, CloseReason reason);
@@ -75,12 +73,9 @@ class Tracker {
   // tracker.cpp: one packet's walk.
   uint32_t advance_clock(Flow& f, const ParsedPacket& p);
   void rebase(Flow& f, uint64_t now_ns);
-  template <bool kShort>
-  void packet_steps(Flow& f, const ParsedPacket& p, bool src_is_lo);
   void on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us);
   void on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id);
   void on_new_data(Flow& f, Dir d, const ParsedPacket& p, const Segment& s, uint32_t now_us);
-  void on_next_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us);
 
   // tracker_internal.hpp (inline): the LossState pool, sample headers, RTO and flight.
   // The direction's LossState, taken from the pool at first use; `spill_` if the pool is out

@@ -1,7 +1,5 @@
 // One scenario per TCP behaviour the tracker must tell apart. Expected values come from the
 // scenario itself (what the simulated sender did), never from the tracker's output.
-#include "dataplane/tracker.hpp"
-
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
@@ -10,8 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <new>
-#include <random>
 #include <set>
 
 #include "dataplane/flow_table.hpp"
@@ -1309,161 +1305,6 @@ TEST(TrackerFrames, VlanTaggedOneWayQinqAndSnapLengthStayOneConnection) {
   EXPECT_EQ(recs[0].s2c.data_packets, 5u);
   EXPECT_EQ(recs[0].s2c.rexmt_packets, 0u);
   EXPECT_TRUE(recs[0].handshake_seen);
-}
-
-// The tracker's short path (Tracker::on_packet: an ACK without SYN, RST or FIN, and in-order data
-// through on_next_data()) must leave exactly the state, samples and counters of the general path
-// (on_packet_general), which takes every step's test. Both get the same packets of randomized
-// connections built here: mostly in-order data and ACKs (the short path), with resends, gaps,
-// capture copies, duplicate ACKs, SACK blocks, timestamps, data on the client's side, a
-// handshake or a mid-stream pickup, and FIN or RST at the end (the general path and the
-// fall-backs). The flows are compared byte for byte after every packet (both start zeroed), and
-// so are their LossStates.
-struct TrackerRig {
-  WorkerCounters counters;
-  SpscRing<Sample> samples{1 << 12};
-  SpscRing<FlowRecord> flows{1 << 8};
-  LossPool pool{64};
-  Tracker tracker{TrackerConfig{}, Emitter{&samples, &flows, &counters}, pool};
-  alignas(Flow) unsigned char storage[sizeof(Flow)];
-  Flow* f = nullptr;
-  TrackerRig() {
-    std::memset(storage, 0, sizeof(storage));
-    f = new (storage) Flow();
-  }
-};
-
-TEST(Tracker, ShortPathLeavesTheGeneralPathsState) {
-  std::mt19937_64 rng(20261124);
-  uint64_t short_acks = 0, short_data = 0, packets = 0;
-  for (int conn = 0; conn < 400; ++conn) {
-    TrackerRig a, b;  // a: on_packet (short path), b: on_packet_general
-    Conn k;           // only its packet maker
-    uint32_t s_next = kS + 1, c_next = kC + 1, s_acked = kS + 1;
-    uint32_t tsval = 1000;
-    bool first = true, handshake_done = false;
-    auto feed = [&](ParsedPacket p, bool from_client) {
-      if (rng() % 3 != 0) {
-        p.opt.has_ts = true;
-        p.opt.tsval = tsval += uint32_t(rng() % 3);
-        p.opt.tsecr = tsval - uint32_t(rng() % 50);
-      }
-      if (rng() % 16 == 0) {  // SACK blocks, some above the ACK, some a DSACK below it
-        p.opt.sack_count = 1;
-        const uint32_t base = p.ack + uint32_t(rng() % 4000) - 2000;
-        p.opt.sack[0] = {base, base + kMss};
-      }
-      p.window = uint16_t(rng());
-      const bool src_is_lo = from_client;  // the client is the key's lo side here
-      if (first) {
-        const FlowKey key{p.src, p.dst, p.sport, p.dport};
-        a.f->key = key;
-        b.f->key = key;
-        a.tracker.on_new_flow(*a.f, p, src_is_lo);
-        b.tracker.on_new_flow(*b.f, p, src_is_lo);
-        first = false;
-      }
-      const bool in_order = (p.flags & (kSyn | kRst | kFin | kAck)) == kAck;
-      if (in_order) {
-        ++short_acks;
-        if (p.payload_len > 0 && p.seq == (from_client ? c_next : s_next)) ++short_data;
-      }
-      a.tracker.on_packet(*a.f, p, src_is_lo);
-      b.tracker.on_packet_general(*b.f, p, src_is_lo);
-      ++packets;
-      ASSERT_EQ(std::memcmp(a.f, b.f, sizeof(Flow)), 0)
-          << "connection " << conn << ", packet " << packets;
-      for (int d = 0; d < 2; ++d) {
-        const uint32_t la = a.f->half[d].loss;
-        ASSERT_EQ(la, b.f->half[d].loss);
-        if (la != 0) {
-          ASSERT_EQ(std::memcmp(&a.pool.at(la), &b.pool.at(la), sizeof(LossState)), 0);
-        }
-      }
-      k.wait_us(rng() % 3 == 0 ? rng() % 400'000 : rng() % 2'000);
-    };
-    if (rng() % 4 != 0) {
-      feed(k.make(true, kC, 0, kSyn), true);
-      k.wait_us(5'000);
-      feed(k.make(false, kS, kC + 1, kSyn | kAck), false);
-      feed(k.make(true, kC + 1, kS + 1, kAck), true);
-      handshake_done = true;
-    }
-    (void)handshake_done;
-    const int steps = 20 + int(rng() % 80);
-    for (int i = 0; i < steps; ++i) {
-      const unsigned r = unsigned(rng() % 100);
-      if (r < 40) {  // in-order server data
-        const uint32_t len = rng() % 8 == 0 ? uint32_t(rng() % kMss) + 1 : kMss;
-        feed(k.make(false, s_next, c_next, kAck, len), false);
-        s_next += len;
-      } else if (r < 70) {  // the client's ACK of some of it
-        s_acked += uint32_t(rng() % (s_next - s_acked + 1));
-        feed(k.make(true, c_next, s_acked, kAck), true);
-      } else if (r < 76) {  // duplicate ACK
-        feed(k.make(true, c_next, s_acked, kAck), true);
-      } else if (r < 81) {  // resend of an unacknowledged (or acknowledged) segment
-        const uint32_t back = uint32_t(rng() % (3 * kMss)) + 1;
-        feed(k.make(false, s_next - back, c_next, kAck, std::min(back, kMss)), false);
-      } else if (r < 85) {  // a gap: data beyond snd_max
-        s_next += uint32_t(rng() % (4 * kMss)) + 1;
-        feed(k.make(false, s_next, c_next, kAck, kMss), false);
-        s_next += kMss;
-      } else if (r < 88) {  // a capture copy: same segment, same IP ID
-        ParsedPacket p = k.make(false, s_next, c_next, kAck, kMss);
-        feed(p, false);
-        feed(p, false);
-        s_next += kMss;
-      } else if (r < 95) {  // client data, in order, with an ACK
-        const uint32_t len = uint32_t(rng() % 500) + 1;
-        feed(k.make(true, c_next, s_acked, kAck, len), true);
-        c_next += len;
-      } else if (r < 97) {  // data with PSH and URG bits (not part of the kind)
-        feed(k.make(false, s_next, c_next, kAck | kPsh | kUrg, kMss), false);
-        s_next += kMss;
-      } else {  // an ACK-less data segment (odd, general path)
-        feed(k.make(false, s_next, c_next, 0, kMss), false);
-        s_next += kMss;
-      }
-    }
-    switch (rng() % 3) {
-      case 0:
-        feed(k.make(false, s_next, c_next, kFin | kAck), false);
-        feed(k.make(true, c_next, s_next + 1, kFin | kAck), true);
-        feed(k.make(false, s_next + 1, c_next + 1, kAck), false);
-        break;
-      case 1:
-        feed(k.make(true, c_next, s_acked, kRst | kAck), true);
-        break;
-      default:
-        break;
-    }
-    a.tracker.close(*a.f, CloseReason::kEndOfCapture);
-    b.tracker.close(*b.f, CloseReason::kEndOfCapture);
-    ASSERT_EQ(std::memcmp(&a.counters, &b.counters, sizeof(WorkerCounters)), 0);
-    Sample sa, sb;
-    while (a.samples.pop(sa)) {
-      ASSERT_TRUE(b.samples.pop(sb));
-      EXPECT_EQ(sa.ts_ns, sb.ts_ns);
-      EXPECT_EQ(sa.kind, sb.kind);
-      EXPECT_EQ(sa.value, sb.value);
-      EXPECT_EQ(sa.rtt_source, sb.rtt_source);
-      EXPECT_EQ(sa.wc_reason, sb.wc_reason);
-      EXPECT_EQ(sa.cwnd_limited, sb.cwnd_limited);
-    }
-    EXPECT_FALSE(b.samples.pop(sb));
-    FlowRecord ra, rb;
-    ASSERT_TRUE(a.flows.pop(ra));
-    ASSERT_TRUE(b.flows.pop(rb));
-    EXPECT_EQ(ra.s2c.unique_bytes, rb.s2c.unique_bytes);
-    EXPECT_EQ(ra.s2c.rtt_count, rb.s2c.rtt_count);
-    EXPECT_EQ(ra.s2c.rexmt_packets, rb.s2c.rexmt_packets);
-  }
-  // The short path was taken: about 75 % of the steps above are common ACKs (in-order server
-  // data 40 %, ACKs 36 %, client data 7 %, PSH data 2 %, less the resends, gaps and copies that
-  // fall back inside it), and in-order data about 45 % of them.
-  EXPECT_GT(short_acks, packets / 2);
-  EXPECT_GT(short_data, packets / 4);
 }
 
 }  // namespace
