@@ -13,7 +13,7 @@ namespace spand {
 
 enum class Dir : uint8_t { kC2S = 0, kS2C = 1 };
 inline Dir opposite(Dir d) {
-  return static_cast<Dir>(static_cast<uint8_t>(d) ^ 1u);  // one XOR: Dir is 0 or 1
+  return d == Dir::kC2S ? Dir::kS2C : Dir::kC2S;
 }
 
 // Sequence-space comparisons modulo 2^32 (RFC 1982 style).

@@ -91,6 +91,17 @@ inline void count_bytes(HalfFlow& h, uint32_t seq, uint32_t len, uint16_t sig, u
 
 }  // namespace
 
+void Emitter::sample(const Sample& s) {
+  // Made visible to the control side once per burst (Worker::publish_samples()).
+  if (!samples->push_unpublished(s)) {
+    ++counters->ring_full_samples;
+    return;
+  }
+  if (s.kind == SampleKind::kWc) ++counters->samples_wc;
+  if (s.kind == SampleKind::kRtt) ++counters->samples_rtt;
+  if (s.kind == SampleKind::kDecrease) ++counters->samples_decrease;
+}
+
 void Emitter::record(const FlowRecord& r) {
   if (!flows->push(r)) ++counters->ring_full_flows;
 }
@@ -146,9 +157,9 @@ void Tracker::rebase(Flow& f, uint64_t now_ns) {
 void Tracker::on_ack(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   HalfFlow& h = f.h(d);  // the data sender whose bytes this ACK covers
   const uint32_t ack = p.ack;
-  if ((h.flags & (kHfSeqKnown | kHfAckKnown)) != (kHfSeqKnown | kHfAckKnown)) {
-    if (!(h.flags & kHfSeqKnown)) return;  // nothing seen from that sender yet
-    h.snd_una = ack;                       // the first ACK the sender gets
+  if (!(h.flags & kHfSeqKnown)) return;  // nothing seen from that sender yet
+  if (!(h.flags & kHfAckKnown)) {
+    h.snd_una = ack;
     h.flags |= kHfAckKnown;
     return;
   }

@@ -44,19 +44,6 @@ struct Tracker::Segment {
   uint32_t end;   // end in sequence space (a FIN counts one)
 };
 
-// Inline so that each caller's sample kind folds the counter tests and the sample is built in its
-// ring slot (about 0.3 samples per packet on the benchmark mix).
-inline void Emitter::sample(const Sample& s) {
-  // Made visible to the control side once per burst (Worker::publish_samples()).
-  if (!samples->push_unpublished(s)) {
-    ++counters->ring_full_samples;
-    return;
-  }
-  if (s.kind == SampleKind::kWc) ++counters->samples_wc;
-  if (s.kind == SampleKind::kRtt) ++counters->samples_rtt;
-  if (s.kind == SampleKind::kDecrease) ++counters->samples_decrease;
-}
-
 inline LossState& Tracker::loss(HalfFlow& h) {
   if (h.loss == 0) {
     h.loss = pool_.take();

@@ -97,10 +97,7 @@ void Worker::handle_packet(const ParsedPacket& p) {
   bool src_is_lo = false;
   const FlowKey key = make_key(p, src_is_lo);
   const uint32_t hash = hash_key(key, hash_secret_);
-  ++counters_.tcp_packets;
-  if (p.opt.malformed) ++counters_.tcp_option_errors;
   track(p, key, hash, table_->home_of(hash), src_is_lo);
-  counters_.active_flows = table_->size();
   publish_samples();
 }
 
@@ -114,7 +111,6 @@ void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, ui
     ++counters_.drops[static_cast<size_t>(d)];
     return;
   }
-  if (st.pkt.opt.malformed) ++counters_.tcp_option_errors;
   st.key = make_parsed_key(st.pkt, hash_secret_, st.src_is_lo, st.hash);
   st.home = table_->home_of(st.hash);
   table_->prefetch_slot(st.home);
@@ -125,8 +121,6 @@ void Worker::flush_staged() {
   // The staged packets' slots were prefetched as they were staged: now the flows they point to,
   // kFlowAhead packets ahead of the one tracked.
   const uint32_t n = staged_count_;
-  // Counted per burst: every staged packet is tracked (track()).
-  counters_.tcp_packets += n;
   auto prefetch_flow = [&](const Staged& st) { table_->prefetch_flow(st.hash, st.home); };
   for (uint32_t i = 0; i < n && i < kFlowAhead; ++i) prefetch_flow(staged_[i]);
   for (uint32_t i = 0; i < n; ++i) {
@@ -135,7 +129,6 @@ void Worker::flush_staged() {
     track(st.pkt, st.key, st.hash, st.home, st.src_is_lo);
   }
   staged_count_ = 0;
-  counters_.active_flows = table_->size();
   publish_samples();
 }
 
@@ -166,12 +159,8 @@ void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
   for (uint32_t i = 0; i < n; ++i) {
     if (i + kFlowAhead < n) prefetch_flow(i + kFlowAhead);
     const Prepared& p = frames[i];
-    if (p.drop != Drop::kNone) continue;
-    ++counters_.tcp_packets;
-    if (p.pkt.opt.malformed) ++counters_.tcp_option_errors;
-    track(p.pkt, p.key, p.hash, table_->home_of(p.hash), p.src_is_lo);
+    if (p.drop == Drop::kNone) track(p.pkt, p.key, p.hash, table_->home_of(p.hash), p.src_is_lo);
   }
-  counters_.active_flows = table_->size();
   publish_samples();
 }
 
@@ -185,10 +174,29 @@ void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
 
 void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, uint32_t home,
                    bool src_is_lo) {
+  ++counters_.tcp_packets;
+  if (p.opt.malformed) ++counters_.tcp_option_errors;
   if (p.ts_ns > now_ns_) now_ns_ = p.ts_ns;
   Flow* f = table_->find(key, hash, home);
-  // Both ways a found flow ends here need a SYN or SYN-ACK: other packets take one test.
-  if (f && (p.flags & kSyn)) f = close_if_over(*f, p, hash, src_is_lo);
+  // A half-open flow past its SYN timeout that the sweep has not reached yet ends when a SYN-ACK
+  // comes: a SYN-ACK 31 minutes after the SYN is not the same handshake (it made a 35.8-minute
+  // RTT sample). Other packets keep the sweep's pace (a SYN resent after a 64 s backoff stays
+  // one connection attempt, as capture manifests count them).
+  if (f && f->phase == FlowPhase::kSynOnly && (p.flags & (kSyn | kAck)) == (kSyn | kAck) &&
+      expired(*f)) {
+    const CloseReason r = expiry_reason(*f);
+    tracker_->close(*f, r);
+    if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
+    ++counters_.flows_closed;
+    table_->erase(f, hash);
+    f = nullptr;
+  }
+  if (f && Tracker::is_new_incarnation(*f, p, src_is_lo)) {
+    tracker_->close(*f, expiry_reason(*f));
+    table_->erase(f, hash);
+    ++counters_.flows_closed;
+    f = nullptr;
+  }
   if (!f) {
     if (p.flags & kRst) {  // a reset for a connection we do not know: nothing to track
       ++counters_.orphan_resets;
@@ -212,28 +220,7 @@ void Worker::track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, uin
   tracker_->on_packet(*f, p, src_is_lo);
 
   sweep_expired(kSweepBudget);
-}
-
-Flow* Worker::close_if_over(Flow& f, const ParsedPacket& p, uint32_t hash, bool src_is_lo) {
-  // A half-open flow past its SYN timeout that the sweep has not reached yet ends when a SYN-ACK
-  // comes: a SYN-ACK 31 minutes after the SYN is not the same handshake (it made a 35.8-minute
-  // RTT sample). Other packets keep the sweep's pace (a SYN resent after a 64 s backoff stays
-  // one connection attempt, as capture manifests count them).
-  if (f.phase == FlowPhase::kSynOnly && (p.flags & (kSyn | kAck)) == (kSyn | kAck) && expired(f)) {
-    const CloseReason r = expiry_reason(f);
-    tracker_->close(f, r);
-    if (r == CloseReason::kTimeout) ++counters_.flows_timed_out;
-    ++counters_.flows_closed;
-    table_->erase(&f, hash);
-    return nullptr;
-  }
-  if (Tracker::is_new_incarnation(f, p, src_is_lo)) {
-    tracker_->close(f, expiry_reason(f));
-    table_->erase(&f, hash);
-    ++counters_.flows_closed;
-    return nullptr;
-  }
-  return &f;
+  counters_.active_flows = table_->size();
 }
 
 void Worker::sweep_expired(uint32_t budget) {

@@ -156,13 +156,8 @@ class Worker {
   // the end of every entry point that tracks packets or closes flows.
   void publish_samples() { samples_->publish(); }
 
-  // One parsed packet through the table and the tracker (the caller counts it in tcp_packets
-  // and tcp_option_errors, and publishes active_flows after its batch).
   void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, uint32_t home,
              bool src_is_lo);
-  // A SYN or SYN-ACK for the existing flow `f`: closes it when the packet starts a new connection
-  // or ends an expired handshake (null then), else returns it.
-  Flow* close_if_over(Flow& f, const ParsedPacket& p, uint32_t hash, bool src_is_lo);
   bool expired(const Flow& f) const;
   CloseReason expiry_reason(const Flow& f) const;
 };
