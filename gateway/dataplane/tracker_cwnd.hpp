@@ -17,6 +17,15 @@ namespace tracker_detail {
 // kernel's cwnd in the lab (tests/lab), this beat following the measured decrease.
 constexpr uint32_t kLossBetaPermille = 500;
 constexpr uint32_t kGrowthAlphaPermille = 500;
+// Scalable TCP (the agent's BPF spand_scalable, Kelly 2003) grows by a = 0.01 segment per
+// segment acked above its legacy window of 16, Reno below: from 17 to 49 segments that is
+// 0.17-0.49 segments per window, slower than kGrowthAlphaPermille. There the replica grows no
+// faster than it. Lab (tests/lab/truth_matrix.py, 2026-11-24, path b35_q025): a Scalable sender
+// held 17 segments for five round trips after a recovery while the replica, at half a segment
+// per window, reached 19 (W_c 18 against the kernel's 16); Reno and CUBIC there show their
+// faster growth in their clean flights, which pull the replica up. (The legacy window:
+// sender_id.hpp, kScalableLegacySegments.)
+constexpr uint32_t kScalableAiPermille = 10;
 
 }  // namespace tracker_detail
 
@@ -60,7 +69,12 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
       }
       break;
     case CcState::kTimeoutRecovery:
-      h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
+      // Slow start from one segment, not past ssthresh on one ACK (Linux's tcp_slow_start):
+      // the ACK that fills the last hole acknowledges at once all the data the receiver held
+      // above it, which a sender restarting from one segment never had in flight.
+      h.cwnd_q16 = clamp_cwnd(std::max<uint64_t>(
+          h.cwnd_q16,
+          std::min<uint64_t>(uint64_t(h.cwnd_q16) + acked_q16, uint64_t(h.ssthresh_seg) * kQ16)));
       if (seq_ge(ack, loss(h).recover)) {
         h.cc = h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16 ? CcState::kCongestionAvoidance
                                                              : CcState::kSlowStart;
@@ -70,11 +84,16 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
       h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
       if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
       break;
-    case CcState::kCongestionAvoidance:
-      // kGrowthAlphaPermille segments per window of ACKs.
-      h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille /
-                                               1000 / std::max(h.cwnd_q16, kQ16));
+    case CcState::kCongestionAvoidance: {
+      // kGrowthAlphaPermille segments per window of ACKs; above Scalable TCP's legacy window
+      // no more than its kScalableAiPermille per segment acked (see there).
+      uint64_t grow_q16 =
+          uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille / 1000 / std::max(h.cwnd_q16, kQ16);
+      if (h.cwnd_q16 > kScalableLegacySegments * kQ16)
+        grow_q16 = std::min<uint64_t>(grow_q16, uint64_t(acked_q16) * kScalableAiPermille / 1000);
+      h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + grow_q16);
       break;
+    }
   }
   if (seq_ge(ack, h.round_end)) end_round(f, d);
 }
