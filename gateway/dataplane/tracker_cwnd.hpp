@@ -27,6 +27,17 @@ constexpr uint32_t kGrowthAlphaPermille = 500;
 // sender_id.hpp, kScalableLegacySegments.)
 constexpr uint32_t kScalableAiPermille = 10;
 
+// The replica's growth in congestion avoidance for acked_q16 segments acknowledged:
+// kGrowthAlphaPermille segments per window of ACKs; above Scalable TCP's legacy window no more
+// than its kScalableAiPermille per segment acked (see there).
+inline uint64_t ca_growth_q16(uint32_t cwnd_q16, uint32_t acked_q16) {
+  uint64_t grow_q16 =
+      uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille / 1000 / std::max(cwnd_q16, kQ16);
+  if (cwnd_q16 > kScalableLegacySegments * kQ16)
+    grow_q16 = std::min<uint64_t>(grow_q16, uint64_t(acked_q16) * kScalableAiPermille / 1000);
+  return grow_q16;
+}
+
 }  // namespace tracker_detail
 
 // An ACK of new data (`acked` bytes, up to `ack`) for direction d.
@@ -69,12 +80,16 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
       }
       break;
     case CcState::kTimeoutRecovery:
-      // Slow start from one segment, not past ssthresh on one ACK (Linux's tcp_slow_start):
-      // the ACK that fills the last hole acknowledges at once all the data the receiver held
-      // above it, which a sender restarting from one segment never had in flight.
-      h.cwnd_q16 = clamp_cwnd(std::max<uint64_t>(
-          h.cwnd_q16,
-          std::min<uint64_t>(uint64_t(h.cwnd_q16) + acked_q16, uint64_t(h.ssthresh_seg) * kQ16)));
+      // Slow start from one segment up to ssthresh and no further on one ACK (Linux's
+      // tcp_slow_start), then congestion avoidance: the ACK that fills the last hole
+      // acknowledges at once all the data the receiver held above it, which a sender
+      // restarting from one segment never had in flight.
+      if (h.cwnd_q16 < uint32_t(h.ssthresh_seg) * kQ16) {
+        h.cwnd_q16 = clamp_cwnd(
+            std::min<uint64_t>(uint64_t(h.cwnd_q16) + acked_q16, uint64_t(h.ssthresh_seg) * kQ16));
+      } else {
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + ca_growth_q16(h.cwnd_q16, acked_q16));
+      }
       if (seq_ge(ack, loss(h).recover)) {
         h.cc = h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16 ? CcState::kCongestionAvoidance
                                                              : CcState::kSlowStart;
@@ -84,16 +99,9 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
       h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
       if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
       break;
-    case CcState::kCongestionAvoidance: {
-      // kGrowthAlphaPermille segments per window of ACKs; above Scalable TCP's legacy window
-      // no more than its kScalableAiPermille per segment acked (see there).
-      uint64_t grow_q16 =
-          uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille / 1000 / std::max(h.cwnd_q16, kQ16);
-      if (h.cwnd_q16 > kScalableLegacySegments * kQ16)
-        grow_q16 = std::min<uint64_t>(grow_q16, uint64_t(acked_q16) * kScalableAiPermille / 1000);
-      h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + grow_q16);
+    case CcState::kCongestionAvoidance:
+      h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + ca_growth_q16(h.cwnd_q16, acked_q16));
       break;
-    }
   }
   if (seq_ge(ack, h.round_end)) end_round(f, d);
 }

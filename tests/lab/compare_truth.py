@@ -60,12 +60,16 @@ def kernel_truth(trace_path, offset_s):
         decreases, entry_cwnd, open_since = [], None, acks[0][0]
         peer_states, peer_rexmits = states.get(peer, []), rexmits.get(peer, [])
         for i, (t, st) in enumerate(peer_states):
-            # A fast recovery that ends without one retransmission (entered from the kernel's
-            # own scoreboard on an ACK, e.g. right after an RTO recovery, and undone on the
-            # next): nothing on the wire shows it, so it is unknowable (counted apart).
-            if st == 3 and prev not in (3, 4):
-                until = next((u for u, s2 in peer_states[i + 1:] if s2 != 3), float('inf'))
-                silent += not any(t <= r <= until for r in peer_rexmits)
+            # The episode's first retransmission: when the wire first shows the loss. A fast
+            # recovery that ends without one (entered from the kernel's own scoreboard on an
+            # ACK, e.g. right after an RTO recovery, and undone on the next) shows nothing on
+            # the wire: its event and W_c are unknowable (counted apart).
+            shown = None
+            if st in (3, 4) and prev not in (3, 4):
+                until = next((u for u, s2 in peer_states[i + 1:] if s2 not in (3, 4)),
+                             float('inf'))
+                shown = next((r for r in peer_rexmits if t <= r <= until), None)
+                silent += st == 3 and shown is None
             # The decrease of one fast recovery: cwnd on leaving it (open or disorder) over
             # cwnd on entering it; an RTO inside the episode spoils the reading.
             if st == 3 and prev not in (3, 4):
@@ -88,8 +92,15 @@ def kernel_truth(trace_path, offset_s):
                 fast += st == 3
                 timeout += st == 4
                 if cwnd >= ssth:  # congestion avoidance: a W_c sample (DESIGN.md)
-                    wc_ca.append((t + offset_s, cwnd - 1,
-                                  window_unused(acks, t, cwnd, srtt_us, open_since)))
+                    why = ('the kernel window went unused'
+                           if window_unused(acks, t, cwnd, srtt_us, open_since) else
+                           'a recovery that resent nothing' if shown is None else None)
+                    # An RTO fires on a timer, not on an ACK, and tcp_probe records cwnd
+                    # before it processes an ACK: the window the timer found may be one more
+                    # than the last probe's (congestion avoidance adds at most one segment per
+                    # ACK). Such a sample's truth is the range [cwnd - 1, cwnd].
+                    wc_ca.append((t + offset_s, cwnd - 1, why,
+                                  (shown if shown is not None else t) + offset_s, st == 4))
             if st in (0, 1) and prev not in (0, 1):
                 open_since = t
             prev = st
@@ -148,15 +159,20 @@ def main():
         # (40 ms here) apart. The earlier window of half a second paired a kernel loss we did
         # not sample with our sample of the next loss, and that one's with the one after: one
         # miss became six on the stored cubic capture (10.119.3.10:45613).
-        for when, k, unused in t['wc_ca']:
+        # A kernel loss may show on the wire only later, at its first resend (the kernel
+        # entered recovery on an ACK while the segment it deemed lost was already resent, and
+        # resent it again on a later ACK): our sample is matched with the entry or that resend.
+        for when, k, unused, shown, rto in t['wc_ca']:
             wc_total += 1
-            near = [m for m in mine if abs(m[0] - when) < MATCH_S]
-            best = min(near, key=lambda m: abs(m[0] - when)) if near else None
+            gap = lambda m: min(abs(m[0] - when), abs(m[0] - shown))  # noqa: E731
+            near = [m for m in mine if gap(m) < MATCH_S]
+            best = min(near, key=gap) if near else None
+            off_by = lambda w: min(abs(w - k), abs(w - k - 1)) if rto else abs(w - k)  # noqa: E731
             if best:
                 mine.remove(best)
                 errors.append(best[1] - k)
-                wc_close += abs(best[1] - k) <= 1
-            if best is None or abs(best[1] - k) > 1:
+                wc_close += off_by(best[1]) <= 1
+            if best is None or off_by(best[1]) > 1:
                 misses.append((peer, when, k, best[1] if best else None, unused))
         events = (f['s2c']['loss_events_fast'], f['s2c']['loss_events_timeout'])
         ev_ok += events == (t['fast'], t['timeout'])
@@ -194,9 +210,10 @@ def main():
     for peer, when, k, ours, unused in misses:
         print(f'miss {peer[0]}:{peer[1]} at {when:.6f}: kernel W_c {k}, ours '
               f'{"none" if ours is None else ours}'
-              f'{"; the kernel window went unused (unknowable)" if unused else ""}')
-    print(f'W_c misses: {len(misses)}, of them with the kernel window unused in the round trip '
-          f'before the loss (unknowable from the wire): {sum(m[4] for m in misses)}')
+              f'{f"; {unused} (unknowable)" if unused else ""}')
+    print(f'W_c misses: {len(misses)}, of them unknowable from the wire: '
+          f'{sum(bool(m[4]) for m in misses)} (the kernel window unused in the round trip before '
+          f'the loss, or a recovery that resent nothing)')
     lf_close = sum(ours is not None and abs(ours - k) <= 0.1 * k for _, k, ours in lossfree)
     for peer, k, ours in lossfree:
         if ours is None or abs(ours - k) > 0.1 * k:
@@ -209,7 +226,7 @@ def main():
     if args.json:
         with open(args.json, 'w') as out:
             json.dump({'connections': n, 'wc_total': wc_total, 'wc_close': wc_close,
-                       'wc_misses': len(misses), 'wc_unknowable': sum(m[4] for m in misses),
+                       'wc_misses': len(misses), 'wc_unknowable': sum(bool(m[4]) for m in misses),
                        'misses': [[f'{p[0]}:{p[1]}', w, k, o, u] for p, w, k, o, u in misses],
                        'events_exact': ev_ok, 'events_knowable': ev_ok_knowable,
                        'lossfree_total': len(lossfree),

@@ -41,7 +41,7 @@ SUMMARY = re.compile(r'connections (\d+); W_c in CA within 1 segment: (\d+)/(\d+
 DECREASE = re.compile(r'decrease median: ours ([\d.]+) over (\d+) readings, kernel ([\d.]+) '
                       r'over (\d+) recoveries')
 MIN = {'reno': (0.98, 0.96), 'cubic': (0.95, 0.93)}  # (W_c within 1 segment, events exact)
-MISSES = re.compile(r'W_c misses: (\d+), of them with the kernel window unused .*?: (\d+)')
+MISSES = re.compile(r'W_c misses: (\d+), of them unknowable from the wire: (\d+)')
 # W_c misses the wire could have shown (not the kernel's unused windows): measured 0 (reno) and
 # 1 (cubic, the HyStart exit two ACKs before a loss, above).
 MAX_KNOWABLE_MISSES = {'reno': 0, 'cubic': 1}
