@@ -38,6 +38,27 @@ inline uint64_t ca_growth_q16(uint32_t cwnd_q16, uint32_t acked_q16) {
   return grow_q16;
 }
 
+// A sender that left slow start without a loss (CUBIC's HyStart sets ssthresh to cwnd when the
+// round trip grows) holds its flight at the window it had: each segment acknowledged lets one
+// new segment out, where slow start lets two. The wire shows the flight coming back to its
+// largest so far, again and again, without passing it. kSsFlatSends such clean sends (each new
+// largest flight halves the count: slow start makes one with every ACK, a sender in congestion
+// avoidance one every few ACKs), at a window of at least kSsFlatMinSegments (Linux's
+// hystart_low_window: HyStart acts from 16 segments on), and the replica leaves slow start at
+// the flight held: a loss then is one in congestion avoidance, as the kernel counts it (cwnd >=
+// ssthresh), and a connection without loss ends with that window, not with the doubling the
+// slow-start replica would have gone on with. Lab capture pcaps/lab/cubic_3nets: the kernel's
+// HyStart set ssthresh 5-40 ms before two losses (10.119.1.10:48251 at 59, 10.119.2.11:40559
+// at 59-60); the gateway, still in slow start, made no sample; now 58 and 58. Any count from 2
+// to 8 gave these two; 2 also fired on a flight held for two sends only, 2 segments past the
+// kernel's window (SACK accounting, 10.119.3.10:45613). Counted in a row (reset by a new
+// largest flight), the rule missed HyStart exits at 132 segments (truth_matrix.py, path
+// b100_q05), where CUBIC's growth passes the largest flight every two to four ACKs. Reno never
+// triggers it (stored reno capture), a receiver-window-limited sender does (the window it
+// then holds is the one it gets).
+constexpr uint32_t kSsFlatSends = 4;
+constexpr uint32_t kSsFlatMinSegments = 16;
+
 }  // namespace tracker_detail
 
 // An ACK of new data (`acked` bytes, up to `ack`) for direction d.
@@ -121,13 +142,18 @@ inline void Tracker::restart_after_idle(HalfFlow& h, uint32_t now_us) {
 inline void Tracker::bound_cwnd_by_flight(HalfFlow& h, bool below) {
   using namespace tracker_detail;
   const uint32_t flight = flight_segments(h);
-  // Slow start left without a loss (tracker_wc.cpp, kSsFlatSends): clean sends that bring the
-  // flight back to its largest without passing it, in a row.
+  // Slow start left without a loss (kSsFlatSends): clean sends that bring the flight back to
+  // its largest without passing it.
   if (h.cc == CcState::kSlowStart && !below && h.dupacks == 0 && !(h.flags & kHfSackHoles)) {
     if (flight > h.max_flight_seg) {
-      h.ss_flat_sends = 0;
+      h.ss_flat_sends /= 2;
     } else if (flight == h.max_flight_seg && h.ss_flat_sends != UINT8_MAX) {
       ++h.ss_flat_sends;
+    }
+    if (h.ss_flat_sends >= kSsFlatSends && h.max_flight_seg >= kSsFlatMinSegments) {
+      h.cc = CcState::kCongestionAvoidance;
+      h.ssthresh_seg = h.max_flight_seg;
+      h.cwnd_q16 = clamp_cwnd(uint64_t(h.max_flight_seg) * kQ16);
     }
   }
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));
