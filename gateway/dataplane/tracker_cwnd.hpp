@@ -121,7 +121,12 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
       if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
       break;
     case CcState::kCongestionAvoidance:
-      h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + ca_growth_q16(h.cwnd_q16, acked_q16));
+      // Only in a round the window limited (RFC 7661; Linux grows cwnd only when
+      // tcp_is_cwnd_limited): a sender held below its window by the receiver or the
+      // application does not grow it. Real capture tcptrace_dsack.dmp: a client whose flight
+      // sat at 83 segments for many rounds had a replica of 91 at its first loss (84 now).
+      if (h.flags & kHfRoundLimited)
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + ca_growth_q16(h.cwnd_q16, acked_q16));
       break;
   }
   if (seq_ge(ack, h.round_end)) end_round(f, d);
