@@ -120,9 +120,9 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
     // report: all one timeout event until everything sent before the RTO is acknowledged. A
     // sender starts no fast recovery below its recovery point after a timeout (RFC 6582 3.2;
     // Linux stays in its Loss state until then). Lab, truth_matrix.py path b5_q2 (BDP 5
-    // segments, 2 BDP buffer), reno: 37 SACK-driven resends 20-28 ms after an RTO were counted
-    // as fast events the kernel never had; connections with the kernel's loss events 18/30 ->
-    // 24/30 with this and the half-RTT bound on the rule below (five of the six left are
+    // segments, 2 BDP buffer), reno: about 30 SACK-driven resends 20-28 ms after an RTO were
+    // counted as fast events the kernel never had; connections with the kernel's loss events 18/30
+    // -> 24/30 with this and the half-RTT bound on the rule below (five of the six left are
     // recoveries that resent nothing, tests/lab/compare_truth.py).
     bump(l.rexmt_timeout);
   } else if (h.dupacks >= 3 || ((h.dupacks >= 1 || (h.flags & kHfSackHoles)) &&

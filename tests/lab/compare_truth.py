@@ -94,7 +94,9 @@ def kernel_truth(trace_path, offset_s):
                 if cwnd >= ssth:  # congestion avoidance: a W_c sample (DESIGN.md)
                     why = ('the kernel window went unused'
                            if window_unused(acks, t, cwnd, srtt_us, open_since) else
-                           'a recovery that resent nothing' if shown is None else None)
+                           'a recovery that resent nothing' if shown is None else
+                           'HyStart ended slow start less than a round trip before the loss'
+                           if hystart_exit_unseen(acks, t, srtt_us) else None)
                     # An RTO fires on a timer, not on an ACK, and tcp_probe records cwnd
                     # before it processes an ACK: the window the timer found may be one more
                     # than the last probe's (congestion avoidance adds at most one segment per
@@ -106,8 +108,22 @@ def kernel_truth(trace_path, offset_s):
             prev = st
         truth[peer] = {'wc_ca': wc_ca, 'fast': fast, 'timeout': timeout, 'silent': silent,
                        'end_cwnd': acks[-1][1], 'rexmit': len(peer_rexmits),
+                       'max_flight': max(a[3] for a in acks),
                        'decreases': decreases}
     return truth
+
+
+def hystart_exit_unseen(acks, t, srtt_us):
+    """Whether the first slow start (ssthresh still the initial 2^31 - 1) ended less than one
+    srtt before a loss at t, without a loss: CUBIC's HyStart set ssthresh to cwnd on an ACK of
+    the round that was already under way. Up to the loss the sender sent as in slow start (the
+    ACKs after the exit are too few to show a flight held at its largest), so nothing it sent
+    shows the exit; only HyStart's own test (the round trip's growth over the smallest one
+    seen, or an ACK train) could tell it from the RTT samples, and the gateway does not run
+    one for a sender it has not identified. Counted apart, like the unused windows."""
+    in_ss = [a for a in acks if a[0] <= t and a[2] == 2**31 - 1]
+    return bool(in_ss) and t - in_ss[-1][0] < srtt_us / 1e6 and any(
+        a[2] < 2**31 - 1 for a in acks if in_ss[-1][0] < a[0] <= t)
 
 
 def window_unused(acks, t, cwnd, srtt_us, open_since):
@@ -186,7 +202,12 @@ def main():
         if t['fast'] == t['timeout'] == 0:
             end = [s['wc_segments'] for s in ours_wc.get(peer, [])
                    if s['reason'] == 'end_of_connection']
-            lossfree.append((peer, t['end_cwnd'], end[-1] if end else None))
+            # The kernel's window at the end is unknowable when no flight ever came within a
+            # segment of it: how far a sender grows a window it does not fill is its own rule
+            # (HyStart's exit, Linux growing in slow start only up to twice what it has out),
+            # which no segment on the wire shows.
+            lossfree.append((peer, t['end_cwnd'], end[-1] if end else None,
+                             t['end_cwnd'] > t['max_flight'] + 1))
         rx_ours += f['s2c']['rexmt_packets']
         rx_kernel += t['rexmit']
         silent = f" ({t['silent']} silent)" if t['silent'] else ''
@@ -213,13 +234,18 @@ def main():
               f'{f"; {unused} (unknowable)" if unused else ""}')
     print(f'W_c misses: {len(misses)}, of them unknowable from the wire: '
           f'{sum(bool(m[4]) for m in misses)} (the kernel window unused in the round trip before '
-          f'the loss, or a recovery that resent nothing)')
-    lf_close = sum(ours is not None and abs(ours - k) <= 0.1 * k for _, k, ours in lossfree)
-    for peer, k, ours in lossfree:
+          f'the loss, a recovery that resent nothing, or HyStart leaving slow start within the '
+          f'round trip before the loss)')
+    lf_close = sum(ours is not None and abs(ours - k) <= 0.1 * k for _, k, ours, _ in lossfree)
+    lf_unknowable = 0
+    for peer, k, ours, unused in lossfree:
         if ours is None or abs(ours - k) > 0.1 * k:
+            lf_unknowable += unused
             print(f'loss-free miss {peer[0]}:{peer[1]}: kernel cwnd at the end {k}, ours '
-                  f'{"none" if ours is None else ours}')
-    print(f'loss-free W_c within 10 %: {lf_close}/{len(lossfree)}')
+                  f'{"none" if ours is None else ours}'
+                  f'{"; no flight ever came within a segment of it (unknowable)" if unused else ""}')
+    print(f'loss-free W_c within 10 %: {lf_close}/{len(lossfree)}, misses unknowable from the '
+          f'wire: {lf_unknowable}')
     n = len([p for p in truth if p in flows])
     wc_frac = wc_close / wc_total if wc_total else 1.0
     ev_frac = ev_ok / n if n else 0.0
@@ -230,7 +256,8 @@ def main():
                        'misses': [[f'{p[0]}:{p[1]}', w, k, o, u] for p, w, k, o, u in misses],
                        'events_exact': ev_ok, 'events_knowable': ev_ok_knowable,
                        'lossfree_total': len(lossfree),
-                       'lossfree_close': lf_close, 'decrease_ours': ours_md,
+                       'lossfree_close': lf_close, 'lossfree_unknowable': lf_unknowable,
+                       'decrease_ours': ours_md,
                        'decrease_kernel': kernel_md, 'senders': senders,
                        'rexmit_kernel': rx_kernel, 'rexmit_ours': rx_ours}, out)
     print(f'connections {n}; W_c in CA within 1 segment: {wc_close}/{wc_total} ({wc_frac:.0%}); '

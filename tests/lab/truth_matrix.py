@@ -44,7 +44,7 @@ PATHS = [
 ]
 # Senders: name, congestion control, HyStart (cubic only).
 COUNTS = ('connections', 'wc_total', 'wc_close', 'wc_unknowable', 'events_exact', 'events_knowable',
-          'lossfree_total', 'lossfree_close')
+          'lossfree_total', 'lossfree_close', 'lossfree_unknowable')
 SENDERS = [('reno', 'reno', None), ('cubic', 'cubic', 1), ('cubic_nohs', 'cubic', 0),
            ('scalable', 'spand_scalable', None)]
 
@@ -150,7 +150,7 @@ def main():
             t.setdefault('dec_kernel', []).extend(r['decrease_kernel'])
             t.setdefault('ids', []).extend(r['sender_ids'])
             t.setdefault('misses', []).extend([f'{path[0]} {m[0]} kernel {m[2]} ours {m[3]}'
-                                               + (' (unused)' if m[4] else '')
+                                               + (f' ({m[4]})' if m[4] else '')
                                                for m in r['misses']])
             print(f"{sender[0]:10} {path[0]:10} conns {r['connections']:2} W_c "
                   f"{pct(r['wc_close'], r['wc_total'])} unknowable {r['wc_unknowable']} "
@@ -165,7 +165,9 @@ def main():
         right = sum(i[2] == i[3] for i in ids)
         print(f"{name}: W_c within 1 {pct(t['wc_close'], t['wc_total'])}, of the knowable "
               f"{pct(t['wc_close'], known)}; loss-free within 10 % "
-              f"{pct(t['lossfree_close'], t['lossfree_total'])}; decrease median ours "
+              f"{pct(t['lossfree_close'], t['lossfree_total'])}, of the knowable "
+              f"{pct(t['lossfree_close'], t['lossfree_total'] - t['lossfree_unknowable'])}; "
+              f"decrease median ours "
               f"{med(t['dec_ours'])} kernel {med(t['dec_kernel'])}; loss events exact "
               f"{pct(t['events_exact'], t['connections'])}, but for silent recoveries "
               f"{pct(t['events_knowable'], t['connections'])}; sender identified "
