@@ -744,6 +744,51 @@ TEST(Tracker, LossAfterSlowStartEndedWithoutLossIsInCongestionAvoidance) {
   }
 }
 
+// A retransmission lost again in timeout recovery and resent on SACK information: Linux leaves
+// its Loss state for fast recovery and cuts ssthresh again (RACK), in the same timeout event.
+// By hand: after the RTO the replica restarts from 1 segment, two ACKs of one segment each
+// bring it to 3; the second resend of segment 2 cuts ssthresh to max(3 / 2, 2) = 2; the full
+// ACK leaves recovery at 2, and the next loss in congestion avoidance gives W_c 2 - 1 = 1.
+// Without the cut the timeout recovery ends at its ssthresh, half the replica's window before
+// the RTO (the 6 segments sent): 3, and W_c 2 (the 2 sends after it do not pull it up).
+TEST(Tracker, RetransmissionLostAgainAfterAnRtoCutsTheWindowAgain) {
+  Conn k;
+  sack_handshake(k);
+  const uint32_t b = kS + 1;
+  auto seg = [&](uint32_t i) { return b + i * kMss; };
+  for (uint32_t i = 0; i < 6; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // 1, 3-5 arrive; no ACK back
+  k.wait_us(400'000);
+  k.s(seg(0), kC + 1, kAck, kMss);  // the RTO
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(1), kAck);
+  k.s(seg(1), kC + 1, kAck, kMss);  // go-back-N
+  k.s(seg(2), kC + 1, kAck, kMss);  // lost again
+  k.wait_us(20'000);
+  ParsedPacket a = k.make(true, kC + 1, seg(2), kAck);
+  a.opt.sack_count = 1;
+  a.opt.sack[0] = {seg(3), seg(6)};
+  k.feed(a);
+  k.s(seg(2), kC + 1, kAck, kMss);  // the retransmission resent: the cut
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(6), kAck);        // full ACK
+  k.s(seg(6), kC + 1, kAck, kMss);  // lost
+  k.s(seg(7), kC + 1, kAck, kMss);
+  k.wait_us(20'000);
+  ParsedPacket d = k.make(true, kC + 1, seg(6), kAck);
+  d.opt.sack_count = 1;
+  d.opt.sack[0] = {seg(7), seg(8)};
+  k.feed(d);
+  k.s(seg(6), kC + 1, kAck, kMss);  // fast retransmit in congestion avoidance
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(8), kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 4u);
+  EXPECT_EQ(wc_values(k.samples(), WcReason::kLossInCongestionAvoidance), std::vector<uint32_t>{1});
+}
+
 TEST(Tracker, WcAtLossInCongestionAvoidanceMatchesSenderCwnd) {
   Conn k;
   SenderSim sim{k, 0.5};
