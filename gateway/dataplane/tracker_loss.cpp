@@ -148,10 +148,6 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
     // reports data above a hole and the resend comes before the retransmission timer.
     start_loss_event(f, d, false);
     bump(l.rexmt_fast);
-  } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
-    // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
-    // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
-    bump(l.rexmt_other);
   } else if (seq == h.snd_una && (h.flags & kHfSackPermitted) && idle_us < rto &&
              now_us - h.last_progress_us < std::min(cfg_.min_rto_us, h.srtt_us / 2)) {
     // The first unacknowledged segment again, right after an ACK of new data: Linux re-entering
@@ -163,9 +159,17 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
     // always restart the retransmission timer. After a tail-loss probe Linux arms it from the
     // first unacknowledged segment's own send time (tcp_rearm_rto), so it can fire well under
     // min_rto_us after the last ACK: lab truth_matrix.py, path b5_q2 (RTT 10-30 ms), 28 of the
-    // kernel's RTOs came 150-190 ms after an ACK of new data and were counted fast.
+    // kernel's RTOs came 150-190 ms after an ACK of new data and were counted fast. Before the
+    // tail-loss probe's rule: a probe leaves on a timer of at least 2 srtt, never right after
+    // an ACK, while the segment Linux resends on re-entering recovery may be the last one sent
+    // (truth_matrix.py, b5_q1_qa: 10.45.3.10:34201, a resend 16 us after the ACK was counted a
+    // probe and the kernel's recovery missed).
     start_loss_event(f, d, false);
     bump(l.rexmt_fast);
+  } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
+    // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
+    // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
+    bump(l.rexmt_other);
   } else if (idle_us >= rto || seq == h.snd_una) {
     start_loss_event(f, d, true, idle_us);
     l.rto_resent_end = end;
