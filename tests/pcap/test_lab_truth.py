@@ -81,11 +81,13 @@ def test_inference_matches_kernel(cc, tmp_path):
     # The multiplicative decrease read after each loss (one `decrease` sample per reading)
     # against the kernel's own: cwnd leaving fast recovery over cwnd entering it. Measured
     # 2026-11-23: reno 0.486 over 134 readings against 0.500 over 148 recoveries, cubic 0.624
-    # over 102 against 0.667 over 133.
+    # over 102 against 0.667 over 133. Since 2026-11-24 (seventh session: over the whole
+    # segments of the window before the loss): reno 0.500 over 135, cubic 0.666 over 102,
+    # Scalable TCP 0.500 over 162 against 0.500 over 188; the target is 0.02.
     m = DECREASE.search(out)
     assert m, out
     ours, n_ours, kernel, n_kernel = float(m[1]), int(m[2]), float(m[3]), int(m[4])
     assert n_ours >= n_kernel // 2, out
-    assert abs(ours - kernel) <= 0.06, out
+    assert abs(ours - kernel) <= 0.02, out
     if cc != 'scalable':  # Scalable TCP's is 1/2 below 16 segments, 7/8 above: no one beta
         assert abs(ours - {'reno': 0.5, 'cubic': 0.7}[cc]) <= 0.1, out  # the algorithm's beta
