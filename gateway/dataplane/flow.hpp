@@ -132,6 +132,9 @@ struct alignas(64) LossState {
   // The recovery in progress began in congestion avoidance (not slow start): its pipe at the
   // full ACK bounds the window after it (Tracker::cwnd_on_ack).
   uint8_t recovery_from_ca = 0;
+  // In timeout recovery: the end of the highest data resent since the RTO. A SACK-driven resend
+  // below it resends a retransmission that was lost again (Tracker::classify_resend).
+  uint32_t rto_resent_end = 0;
 };
 static_assert(sizeof(LossState) == 128);
 

@@ -17,6 +17,47 @@ namespace tracker_detail {
 // kernel's cwnd in the lab (tests/lab), this beat following the measured decrease.
 constexpr uint32_t kLossBetaPermille = 500;
 constexpr uint32_t kGrowthAlphaPermille = 500;
+// Scalable TCP (the agent's BPF spand_scalable, Kelly 2003) grows by a = 0.01 segment per
+// segment acked above its legacy window of 16, Reno below: from 17 to 49 segments that is
+// 0.17-0.49 segments per window, slower than kGrowthAlphaPermille. There the replica grows no
+// faster than it. Lab (tests/lab/truth_matrix.py, 2026-11-24, path b35_q025): a Scalable sender
+// held 17 segments for five round trips after a recovery while the replica, at half a segment
+// per window, reached 19 (W_c 18 against the kernel's 16); Reno and CUBIC there show their
+// faster growth in their clean flights, which pull the replica up. (The legacy window:
+// sender_id.hpp, kScalableLegacySegments.)
+constexpr uint32_t kScalableAiPermille = 10;
+
+// The replica's growth in congestion avoidance for acked_q16 segments acknowledged:
+// kGrowthAlphaPermille segments per window of ACKs; above Scalable TCP's legacy window no more
+// than its kScalableAiPermille per segment acked (see there).
+inline uint64_t ca_growth_q16(uint32_t cwnd_q16, uint32_t acked_q16) {
+  uint64_t grow_q16 =
+      uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille / 1000 / std::max(cwnd_q16, kQ16);
+  if (cwnd_q16 > kScalableLegacySegments * kQ16)
+    grow_q16 = std::min<uint64_t>(grow_q16, uint64_t(acked_q16) * kScalableAiPermille / 1000);
+  return grow_q16;
+}
+
+// A sender that left slow start without a loss (CUBIC's HyStart sets ssthresh to cwnd when the
+// round trip grows) holds its flight at the window it had: each segment acknowledged lets one
+// new segment out, where slow start lets two. The wire shows the flight coming back to its
+// largest so far, again and again, without passing it. kSsFlatSends such clean sends (each new
+// largest flight halves the count: slow start makes one with every ACK, a sender in congestion
+// avoidance one every few ACKs), at a window of at least kSsFlatMinSegments (Linux's
+// hystart_low_window: HyStart acts from 16 segments on), and the replica leaves slow start at
+// the flight held: a loss then is one in congestion avoidance, as the kernel counts it (cwnd >=
+// ssthresh), and a connection without loss ends with that window, not with the doubling the
+// slow-start replica would have gone on with. Lab capture pcaps/lab/cubic_3nets: the kernel's
+// HyStart set ssthresh 5-40 ms before two losses (10.119.1.10:48251 at 59, 10.119.2.11:40559
+// at 59-60); the gateway, still in slow start, made no sample; now 58 and 58. Any count from 2
+// to 8 gave these two; 2 also fired on a flight held for two sends only, 2 segments past the
+// kernel's window (SACK accounting, 10.119.3.10:45613). Counted in a row (reset by a new
+// largest flight), the rule missed HyStart exits at 132 segments (truth_matrix.py, path
+// b100_q05), where CUBIC's growth passes the largest flight every two to four ACKs. Reno never
+// triggers it (stored reno capture), a receiver-window-limited sender does (the window it
+// then holds is the one it gets).
+constexpr uint32_t kSsFlatSends = 4;
+constexpr uint32_t kSsFlatMinSegments = 16;
 
 }  // namespace tracker_detail
 
@@ -60,7 +101,16 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
       }
       break;
     case CcState::kTimeoutRecovery:
-      h.cwnd_q16 = clamp_cwnd(uint64_t(h.cwnd_q16) + acked_q16);
+      // Slow start from one segment up to ssthresh and no further on one ACK (Linux's
+      // tcp_slow_start), then congestion avoidance: the ACK that fills the last hole
+      // acknowledges at once all the data the receiver held above it, which a sender
+      // restarting from one segment never had in flight.
+      if (h.cwnd_q16 < uint32_t(h.ssthresh_seg) * kQ16) {
+        h.cwnd_q16 = clamp_cwnd(
+            std::min<uint64_t>(uint64_t(h.cwnd_q16) + acked_q16, uint64_t(h.ssthresh_seg) * kQ16));
+      } else {
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + ca_growth_q16(h.cwnd_q16, acked_q16));
+      }
       if (seq_ge(ack, loss(h).recover)) {
         h.cc = h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16 ? CcState::kCongestionAvoidance
                                                              : CcState::kSlowStart;
@@ -71,9 +121,12 @@ inline void Tracker::cwnd_on_ack(Flow& f, Dir d, uint32_t ack, uint32_t acked,
       if (h.cwnd_q16 >= uint32_t(h.ssthresh_seg) * kQ16) h.cc = CcState::kCongestionAvoidance;
       break;
     case CcState::kCongestionAvoidance:
-      // kGrowthAlphaPermille segments per window of ACKs.
-      h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + uint64_t(acked_q16) * kQ16 * kGrowthAlphaPermille /
-                                               1000 / std::max(h.cwnd_q16, kQ16));
+      // Only in a round the window limited (RFC 7661; Linux grows cwnd only when
+      // tcp_is_cwnd_limited): a sender held below its window by the receiver or the
+      // application does not grow it. Real capture tcptrace_dsack.dmp: a client whose flight
+      // sat at 83 segments for many rounds had a replica of 91 at its first loss (84 now).
+      if (h.flags & kHfRoundLimited)
+        h.cwnd_q16 = clamp_cwnd(h.cwnd_q16 + ca_growth_q16(h.cwnd_q16, acked_q16));
       break;
   }
   if (seq_ge(ack, h.round_end)) end_round(f, d);
@@ -94,13 +147,18 @@ inline void Tracker::restart_after_idle(HalfFlow& h, uint32_t now_us) {
 inline void Tracker::bound_cwnd_by_flight(HalfFlow& h, bool below) {
   using namespace tracker_detail;
   const uint32_t flight = flight_segments(h);
-  // Slow start left without a loss (tracker_wc.cpp, kSsFlatSends): clean sends that bring the
-  // flight back to its largest without passing it, in a row.
+  // Slow start left without a loss (kSsFlatSends): clean sends that bring the flight back to
+  // its largest without passing it.
   if (h.cc == CcState::kSlowStart && !below && h.dupacks == 0 && !(h.flags & kHfSackHoles)) {
     if (flight > h.max_flight_seg) {
-      h.ss_flat_sends = 0;
+      h.ss_flat_sends /= 2;
     } else if (flight == h.max_flight_seg && h.ss_flat_sends != UINT8_MAX) {
       ++h.ss_flat_sends;
+    }
+    if (h.ss_flat_sends >= kSsFlatSends && h.max_flight_seg >= kSsFlatMinSegments) {
+      h.cc = CcState::kCongestionAvoidance;
+      h.ssthresh_seg = h.max_flight_seg;
+      h.cwnd_q16 = clamp_cwnd(uint64_t(h.max_flight_seg) * kQ16);
     }
   }
   h.max_flight_seg = std::max<uint16_t>(h.max_flight_seg, sat16(flight));

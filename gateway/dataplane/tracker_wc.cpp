@@ -8,36 +8,11 @@ namespace spand {
 
 using namespace tracker_detail;
 
-namespace {
-
-// A sender that left slow start without a loss (CUBIC's HyStart sets ssthresh to cwnd when the
-// round trip grows) holds its flight at the window it had: each segment acknowledged lets one
-// new segment out, where slow start lets two. The wire shows the flight coming back to its
-// largest so far, again and again, without passing it. kSsFlatSends such clean sends in a row,
-// at a window of at least kSsFlatMinSegments (Linux's hystart_low_window: HyStart acts from 16
-// segments on), and a loss then is one in congestion avoidance at that window, as the kernel
-// counts it (cwnd >= ssthresh). Lab capture pcaps/lab/cubic_3nets: the kernel's HyStart set
-// ssthresh 5-40 ms before two losses (10.119.1.10:48251 at 59, 10.119.2.11:40559 at 59-60);
-// the gateway, still in slow start, made no sample; now 58 and 58. Any count from 2 to 8 gave
-// these two; 2 also fired on a flight held for two sends only, 2 segments past the kernel's
-// window (SACK accounting, 10.119.3.10:45613). Reno never triggers it (stored reno capture:
-// no sample added), a receiver-window-limited sender does (the window at its loss is then
-// the one it held).
-constexpr uint32_t kSsFlatSends = 4;
-constexpr uint32_t kSsFlatMinSegments = 16;
-
-}  // namespace
-
 // Called by start_loss_event (tracker_loss.cpp) before the replica cuts its window.
 void Tracker::wc_at_loss(Flow& f, Dir d) {
   HalfFlow& h = f.h(d);
-  if (h.cc == CcState::kSlowStart && h.ss_flat_sends >= kSsFlatSends &&
-      h.max_flight_seg >= kSsFlatMinSegments) {
-    // Left slow start without a loss (see kSsFlatSends): W_c is the window it held, less one.
-    // The replica itself stays as it was (its cut at this loss, the end-of-connection W_c).
-    wc_sample(f, d, h.max_flight_seg - 1u, WcReason::kLossInCongestionAvoidance, true);
-    return;
-  }
+  // A sender seen to leave slow start without a loss is in congestion avoidance here too
+  // (tracker_cwnd.hpp, kSsFlatSends).
   if (h.cc != CcState::kCongestionAvoidance) return;
   const uint32_t cwnd_seg = cwnd_segments(h);
   // W_c (DESIGN.md): cwnd at the loss minus one segment.

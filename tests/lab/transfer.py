@@ -10,6 +10,7 @@ bytes and then waits for the client to close first. The server socket therefore 
 ESTABLISHED until its last byte is acknowledged, and the kernel's tcp_probe tracepoint (which
 fires on ACKs in that state) sees every ACK of the transfer.
 """
+import os
 import random
 import socket
 import sys
@@ -68,6 +69,11 @@ def serve(port, cc):
         threading.Thread(target=serve_one, args=(conn, cc), daemon=True).start()
 
 
+# LAB_QUICKACK=1 (netlab.sh passes the environment through): the client acknowledges every
+# segment at once (TCP_QUICKACK before each read) instead of Linux's delayed ACKs.
+QUICKACK = os.environ.get('LAB_QUICKACK') == '1'
+
+
 def fetch_one(server, port, src, size, timeout_s, results, index):
     began = time.monotonic()
     got = 0
@@ -80,6 +86,8 @@ def fetch_one(server, port, src, size, timeout_s, results, index):
             local = f'{src}:{sock.getsockname()[1]}'
             sock.sendall(b'%d\n' % size)
             while got < size:
+                if QUICKACK:  # not sticky: Linux may return to delayed ACKs after a while
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
                 data = sock.recv(65536)
                 if not data:
                     break

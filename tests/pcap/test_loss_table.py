@@ -18,7 +18,14 @@ makes them right is checked against counts made without the gateway:
   999.997 ms (the request's one segment at 1.000 s); the server's data: a resend at 1.999615 s
   after its previous segment at 1.000412 s (frames 237, 239; tshark's "RTO 0.999 s"): one
   timeout, wait 999.203 ms; its first resend (frame 127) with 26,064 bytes in flight (18
-  segments, class 16+) is fast.
+  segments, class 16+) is fast. The holes the client's SACK blocks report right after that RTO
+  (frames 240-250: ACK 144801 with three blocks) are resent at 1.999616 s (frames 241-246):
+  part of the timeout event, as a sender stays in timeout recovery until everything sent
+  before the RTO is acknowledged (RFC 6582 3.2, Linux's Loss state); until 2026-11-24
+  (seventh session) they made a fourth fast event of the server (flow size 101-1000: 5 -> 4).
+  The same rule moved one connection of real/ndpi_alexa-app.pcapng (172.16.42.216:34034,
+  client side): an RTO, SACK-driven resends, the RTO backing off, formerly 1 fast + 2 timeout
+  events, now 1 timeout event.
 """
 import json
 import os

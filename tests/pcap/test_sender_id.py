@@ -1,7 +1,7 @@
 """Sender identification (the flow record's `sender`, issue 15) on lab captures whose congestion
 control the lab chose: pcaps/lab/sender/ (16 runs of tests/lab/sender_captures.sh: reno, cubic,
 bbr and spand_scalable, the agent's BPF Scalable TCP, on four paths) and pcaps/lab/*_3nets (the
-reno and cubic runs of test_lab_truth). The truth is independent of the gateway: the flavour
+reno, cubic and Scalable TCP runs of test_lab_truth). The truth is independent of the gateway: the flavour
 from the run's parameters, and from the server kernel's own trace (tests/lab/sender_truth.py,
 stored as NAME.truth.tsv, computed here from the stored trace for the 3nets runs) which losses
 could show it: a fast recovery from a window of 9 segments or more that ended in the open state
@@ -13,6 +13,7 @@ captures were made (2026-11-24):
   sender/:  65/68 of the connections whose kernel trace shows a decrease or that run BBR
             (reno 14/14, cubic 15/15, spand_scalable 18/18 of which 7 `reno` below 16, bbr 18/21)
   3nets:    36/37 (reno 15/16, cubic 21/21)
+  scalable_3nets (added 2026-11-24, seventh session): 17/17 (12 `reno`, 5 `scalable`)
 and never a wrong flavour: every miss is `unknown`. The three BBR misses sent no new segment
 after their first loss, and pacing is counted only from there (the state that counts it is the
 one a loss allocates); the reno miss had all its decreases from windows of 4-10 segments, where
@@ -107,9 +108,9 @@ def test_sender_runs_identified(tmp_path):
 
 def test_3nets_runs_identified(tmp_path):
     tally = collections.defaultdict(lambda: [0, 0])
-    for cc in ('reno', 'cubic'):
-        base = os.path.join(LAB, f'{cc}_3nets')
-        truth_path = tmp_path / f'{cc}.truth.tsv'
+    for name in ('reno', 'cubic', 'scalable'):
+        base = os.path.join(LAB, f'{name}_3nets')
+        truth_path = tmp_path / f'{name}.truth.tsv'
         subprocess.run([sys.executable, TRUTH, base + '.params', base + '.tcp_probe.txt.gz',
                         str(truth_path)], check=True)
         judge(read_truth(truth_path), senders(base + '.pcap', tmp_path), tally)
