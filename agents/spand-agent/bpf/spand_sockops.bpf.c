@@ -676,8 +676,13 @@ int spand_sockops(struct bpf_sock_ops* skops) {
         struct spand_sock_state* st = skops->sk ? bpf_sk_storage_get(&sock_state, skops->sk, 0, 0)
                                                 : 0;
         if (st) count_out(skops, st);
-        cookie = bpf_get_socket_cookie(skops);
-        bpf_map_delete_elem(&sock_tune, &cookie);
+        /* Only a tune port's socket can have its request consumed (HDR_OPT_LEN is enabled on
+         * those alone): without tune ports the delete (an LRU bucket lock, about a third of
+         * this callback) has nothing to do. */
+        if (spand_have_tune_ports) {
+          cookie = bpf_get_socket_cookie(skops);
+          bpf_map_delete_elem(&sock_tune, &cookie);
+        }
       }
       break;
     default:
