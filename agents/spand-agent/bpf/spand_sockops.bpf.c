@@ -218,18 +218,24 @@ static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) 
  * recovery after a loss) or, once the train spans 2 segments, more than twice as late per byte
  * as its pace so far (the pace is not judged on the first 2 segments). Duplicate ACKs (a
  * loss) do not advance the train. */
-static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_sock_state* st) {
+/* The segment's acknowledgment number if it acknowledges new data, else 0 (a train step does
+ * nothing then: duplicate or old ACK, or no ACK). Read before any storage lookup. */
+static __always_inline int train_ack(struct bpf_sock_ops* skops, __u32* ack) {
   void* data = (void*)(long)skops->skb_data;
   void* data_end = (void*)(long)skops->skb_data_end;
   struct tcphdr* th = data;
+
+  if ((void*)(th + 1) > data_end || !th->ack) return 0;
+  *ack = bpf_ntohl(th->ack_seq);
+  return (__s32)(*ack - skops->snd_una) > 0;
+}
+
+static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_sock_state* st,
+                                       __u32 ack) {
   __u64 now = bpf_ktime_get_ns();
   __u32 mss = skops->mss_cache ? skops->mss_cache : 1448;
   __u64 srtt_ns = (__u64)(skops->srtt_us >> 3) * 1000;
-  __u32 ack;
 
-  if ((void*)(th + 1) > data_end || !th->ack) return;
-  ack = bpf_ntohl(th->ack_seq);
-  if ((__s32)(ack - skops->snd_una) <= 0) return; /* nothing new: duplicate or old ACK */
   if (st->train_t0_ns == 0) {
     /* The first ACK of data: the flight ends at what is sent now. A flight spand paced was sent
      * at the kernel's pacing rate of this moment (cwnd has not grown yet). */
@@ -614,6 +620,25 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
   count(SPAND_STAT_TUNE_APPLIED);
 }
 
+/* The state of a socket whose first flight is timed (PARSE_ALL_HDR_OPT_CB on since
+ * establishment), at an ACK of data: the storage the socket has, else a new one marked for
+ * the train, as establishment used to create it. Without memory the socket is no longer timed. */
+static __always_inline struct spand_sock_state* train_state(struct bpf_sock_ops* skops,
+                                                            struct bpf_sock* sk) {
+  struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
+
+  if (st) return st;
+  st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+  if (!st) {
+    count(SPAND_STAT_STATE_FULL);
+    bpf_sock_ops_cb_flags_set(skops,
+                              skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
+    return 0;
+  }
+  st->flags = SPAND_STATE_TRAIN;
+  return st;
+}
+
 SEC("sockops")
 int spand_sockops(struct bpf_sock_ops* skops) {
   struct spand_policy* pol;
@@ -642,14 +667,14 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       pol = lookup_policy(skops);
       if (pol) apply_policy(skops, pol);
       if (spand_measure_trains && skops->sk) {
-        struct spand_sock_state* st =
-            bpf_sk_storage_get(&sock_state, skops->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-        if (st) {
-          st->flags |= SPAND_STATE_TRAIN;
-          count(SPAND_STAT_TRAIN_TIMED);
-          bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-                                               BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
-        }
+        /* Timed from the first ACK of data on, which creates the storage if the socket has
+         * none (train_state): a connection that ends before it allocates nothing. A socket
+         * with state already (its policy's) is marked in it now. */
+        struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
+        if (st) st->flags |= SPAND_STATE_TRAIN;
+        count(SPAND_STAT_TRAIN_TIMED);
+        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+                                             BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
       }
       if (spand_have_tune_ports && bpf_map_lookup_elem(&tune_ports, &lport))
         bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
@@ -657,12 +682,14 @@ int spand_sockops(struct bpf_sock_ops* skops) {
                                              BPF_SOCK_OPS_STATE_CB_FLAG);
       break;
     }
-    case BPF_SOCK_OPS_PARSE_HDR_OPT_CB:
-      if (skops->sk) {
-        struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
-        if (st && (st->flags & SPAND_STATE_TRAIN)) train_step(skops, st);
+    case BPF_SOCK_OPS_PARSE_HDR_OPT_CB: {
+      __u32 ack;
+      if (skops->sk && train_ack(skops, &ack)) {
+        struct spand_sock_state* st = train_state(skops, skops->sk);
+        if (st && (st->flags & SPAND_STATE_TRAIN)) train_step(skops, st, ack);
       }
       break;
+    }
     case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
       on_hdr_opt_len(skops);
       break;
