@@ -190,6 +190,13 @@ static __always_inline void count_out(struct bpf_sock_ops* skops, struct spand_s
   count_down(skops);
 }
 
+/* Without tune ports, the state callback is enabled on a socket only by apply_policy and only
+ * for a shared window: on a socket without state (a first window without storage) it says the
+ * socket is counted in prefix_active. The first window's end switches it off with the count. */
+static __always_inline int counted_by_flag(struct bpf_sock_ops* skops) {
+  return !spand_have_tune_ports && (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG);
+}
+
 static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) {
   struct spand_active_key k = {};
   struct spand_rate_reading fresh = {.rate_bytes_per_s = rate, .trains = 1};
@@ -478,14 +485,16 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     if (share) count_down(skops);
     goto out;
   }
-  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share && !spand_measure_trains &&
-      thresh == iw) {
+  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && thresh == iw &&
+      ((!share && !spand_measure_trains) || !spand_have_tune_ports)) {
     /* The default policy (clamp, pacing, congestion avoidance emulated) needs no socket state
      * during the first window: on_ack reads the window back from the clamp. State is created
      * once the first window is acked, so a connection that ends within it allocates none.
      * (Only when the clamp is the first window: first_window_stateless reads it back.)
      * A socket that has state already (a spand_tune request after an establishment policy)
-     * keeps using it. */
+     * keeps using it. Without tune ports, a shared window is counted by the state callback's
+     * flag (counted_by_flag), and a timed train's first ACK of data creates the state as it
+     * would be here (train_state). */
     st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
   } else {
     st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
@@ -523,6 +532,10 @@ static __always_inline void first_window_stateless(struct bpf_sock_ops* skops,
   if (!tp) return;
   iw = tp->snd_cwnd_clamp;
   if (skops->bytes_acked < (__u64)iw * skops->mss_cache) return;
+  if (counted_by_flag(skops)) {
+    count_down(skops);
+    bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_STATE_CB_FLAG);
+  }
   bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &unlimited, sizeof(unlimited));
   count(SPAND_STAT_PACING_LIFTED);
   /* The rest of the connection: the clamp raised once per round trip, which needs state. */
@@ -530,6 +543,9 @@ static __always_inline void first_window_stateless(struct bpf_sock_ops* skops,
   if (st) {
     st->phase = SPAND_PHASE_AFTER;
     st->flags = SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE;
+    /* A train still timed (no ACK of data seen by the header callback yet) stays timed. */
+    if (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG)
+      st->flags |= SPAND_STATE_TRAIN;
     st->raise_mark_snd_nxt = skops->snd_nxt;
     if (spand_pace_htb) leave_class_later(skops, st);
     return;
@@ -626,8 +642,16 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
 static __always_inline struct spand_sock_state* train_state(struct bpf_sock_ops* skops,
                                                             struct bpf_sock* sk) {
   struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
+  struct tcp_sock* tp = 0;
 
   if (st) return st;
+  /* The ack callback on a socket without state is a first window without storage
+   * (apply_policy): its state is created as apply_policy would have, the window read back from
+   * the clamp (first_window_stateless). */
+  if (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_RTT_CB_FLAG) {
+    tp = bpf_skc_to_tcp_sock(sk);
+    if (!tp) return 0;
+  }
   st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
   if (!st) {
     count(SPAND_STAT_STATE_FULL);
@@ -636,6 +660,12 @@ static __always_inline struct spand_sock_state* train_state(struct bpf_sock_ops*
     return 0;
   }
   st->flags = SPAND_STATE_TRAIN;
+  if (tp) {
+    st->phase = SPAND_PHASE_FIRST_WINDOW;
+    st->flags |= SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE | SPAND_STATE_PACED |
+                 (counted_by_flag(skops) ? SPAND_STATE_COUNTED : 0);
+    st->first_window_bytes = (__u64)tp->snd_cwnd_clamp * skops->mss_cache;
+  }
   return st;
 }
 
@@ -702,7 +732,10 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       if (skops->args[1] == SPAND_TCP_CLOSE) {
         struct spand_sock_state* st = skops->sk ? bpf_sk_storage_get(&sock_state, skops->sk, 0, 0)
                                                 : 0;
-        if (st) count_out(skops, st);
+        if (st)
+          count_out(skops, st);
+        else if (counted_by_flag(skops))
+          count_down(skops); /* a shared first window without storage */
         /* Only a tune port's socket can have its request consumed (HDR_OPT_LEN is enabled on
          * those alone): without tune ports the delete (an LRU bucket lock, about a third of
          * this callback) has nothing to do. */
