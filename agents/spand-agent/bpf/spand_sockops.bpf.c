@@ -212,6 +212,18 @@ static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) 
   __sync_fetch_and_add(&r->trains, 1);
 }
 
+/* Whether the segment acknowledges new data (its acknowledgment number in *ack); a train step
+ * does nothing on any other (duplicate or old ACK, no ACK). Read before any storage lookup. */
+static __always_inline int train_ack(struct bpf_sock_ops* skops, __u32* ack) {
+  void* data = (void*)(long)skops->skb_data;
+  void* data_end = (void*)(long)skops->skb_data_end;
+  struct tcphdr* th = data;
+
+  if ((void*)(th + 1) > data_end || !th->ack) return 0;
+  *ack = bpf_ntohl(th->ack_seq);
+  return (__s32)(*ack - skops->snd_una) > 0;
+}
+
 /* One incoming segment of a socket whose first flight is timed (the program sees every
  * received header while the socket has BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG; RTT_CB comes
  * only once per round trip, so it cannot time a train). The acknowledgment number is read
@@ -225,18 +237,6 @@ static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) 
  * recovery after a loss) or, once the train spans 2 segments, more than twice as late per byte
  * as its pace so far (the pace is not judged on the first 2 segments). Duplicate ACKs (a
  * loss) do not advance the train. */
-/* The segment's acknowledgment number if it acknowledges new data, else 0 (a train step does
- * nothing then: duplicate or old ACK, or no ACK). Read before any storage lookup. */
-static __always_inline int train_ack(struct bpf_sock_ops* skops, __u32* ack) {
-  void* data = (void*)(long)skops->skb_data;
-  void* data_end = (void*)(long)skops->skb_data_end;
-  struct tcphdr* th = data;
-
-  if ((void*)(th + 1) > data_end || !th->ack) return 0;
-  *ack = bpf_ntohl(th->ack_seq);
-  return (__s32)(*ack - skops->snd_una) > 0;
-}
-
 static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_sock_state* st,
                                        __u32 ack) {
   __u64 now = bpf_ktime_get_ns();
@@ -655,8 +655,8 @@ static __always_inline struct spand_sock_state* train_state(struct bpf_sock_ops*
   st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
   if (!st) {
     count(SPAND_STAT_STATE_FULL);
-    bpf_sock_ops_cb_flags_set(skops,
-                              skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
+    bpf_sock_ops_cb_flags_set(
+        skops, skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
     return 0;
   }
   st->flags = SPAND_STATE_TRAIN;
