@@ -5,7 +5,8 @@
 #   detached  - the client/server process in cgroup "off" (no program);
 #   applied   - in cgroup "on", client bound to 127.0.0.1, which has a policy: every accepted
 #               connection gets the full work (LPM lookups, TCP_BPF_IW, the clamp, the pacing
-#               rate, the socket-state map, the state callback at close);
+#               rate, the count of first windows in flight, the state callback at close; no
+#               socket storage: these connections end before any data is acknowledged);
 #   no match  - in cgroup "on", client bound to 127.0.0.3, no policy: the lookups alone (the
 #               common case for clients without an estimate).
 # Then the same three cases interleaved inside one process, blocks of CONNECTIONS/10, as many

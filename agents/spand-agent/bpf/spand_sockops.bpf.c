@@ -190,6 +190,13 @@ static __always_inline void count_out(struct bpf_sock_ops* skops, struct spand_s
   count_down(skops);
 }
 
+/* Without tune ports, the state callback is enabled on a socket only by apply_policy and only
+ * for a shared window: on a socket without state (a first window without storage) it says the
+ * socket is counted in prefix_active. The first window's end switches it off with the count. */
+static __always_inline int counted_by_flag(struct bpf_sock_ops* skops) {
+  return !spand_have_tune_ports && (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG);
+}
+
 static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) {
   struct spand_active_key k = {};
   struct spand_rate_reading fresh = {.rate_bytes_per_s = rate, .trains = 1};
@@ -205,6 +212,18 @@ static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) 
   __sync_fetch_and_add(&r->trains, 1);
 }
 
+/* Whether the segment acknowledges new data (its acknowledgment number in *ack); a train step
+ * does nothing on any other (duplicate or old ACK, no ACK). Read before any storage lookup. */
+static __always_inline int train_ack(struct bpf_sock_ops* skops, __u32* ack) {
+  void* data = (void*)(long)skops->skb_data;
+  void* data_end = (void*)(long)skops->skb_data_end;
+  struct tcphdr* th = data;
+
+  if ((void*)(th + 1) > data_end || !th->ack) return 0;
+  *ack = bpf_ntohl(th->ack_seq);
+  return (__s32)(*ack - skops->snd_una) > 0;
+}
+
 /* One incoming segment of a socket whose first flight is timed (the program sees every
  * received header while the socket has BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG; RTT_CB comes
  * only once per round trip, so it cannot time a train). The acknowledgment number is read
@@ -218,18 +237,12 @@ static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) 
  * recovery after a loss) or, once the train spans 2 segments, more than twice as late per byte
  * as its pace so far (the pace is not judged on the first 2 segments). Duplicate ACKs (a
  * loss) do not advance the train. */
-static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_sock_state* st) {
-  void* data = (void*)(long)skops->skb_data;
-  void* data_end = (void*)(long)skops->skb_data_end;
-  struct tcphdr* th = data;
+static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_sock_state* st,
+                                       __u32 ack) {
   __u64 now = bpf_ktime_get_ns();
   __u32 mss = skops->mss_cache ? skops->mss_cache : 1448;
   __u64 srtt_ns = (__u64)(skops->srtt_us >> 3) * 1000;
-  __u32 ack;
 
-  if ((void*)(th + 1) > data_end || !th->ack) return;
-  ack = bpf_ntohl(th->ack_seq);
-  if ((__s32)(ack - skops->snd_una) <= 0) return; /* nothing new: duplicate or old ACK */
   if (st->train_t0_ns == 0) {
     /* The first ACK of data: the flight ends at what is sent now. A flight spand paced was sent
      * at the kernel's pacing rate of this moment (cwnd has not grown yet). */
@@ -482,14 +495,16 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     if (share) count_down(skops);
     goto out;
   }
-  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && !share && !spand_measure_trains &&
-      thresh == iw) {
+  if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && thresh == iw &&
+      ((!share && !spand_measure_trains) || !spand_have_tune_ports)) {
     /* The default policy (clamp, pacing, congestion avoidance emulated) needs no socket state
      * during the first window: on_ack reads the window back from the clamp. State is created
      * once the first window is acked, so a connection that ends within it allocates none.
      * (Only when the clamp is the first window: first_window_stateless reads it back.)
      * A socket that has state already (a spand_tune request after an establishment policy)
-     * keeps using it. */
+     * keeps using it. Without tune ports, a shared window is counted by the state callback's
+     * flag (counted_by_flag), and a timed train's first ACK of data creates the state as it
+     * would be here (train_state). */
     st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
   } else {
     st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
@@ -527,6 +542,10 @@ static __always_inline void first_window_stateless(struct bpf_sock_ops* skops,
   if (!tp) return;
   iw = tp->snd_cwnd_clamp;
   if (skops->bytes_acked < (__u64)iw * skops->mss_cache) return;
+  if (counted_by_flag(skops)) {
+    count_down(skops);
+    bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_STATE_CB_FLAG);
+  }
   bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &unlimited, sizeof(unlimited));
   count(SPAND_STAT_PACING_LIFTED);
   /* The rest of the connection: the clamp raised once per round trip, which needs state. */
@@ -534,6 +553,9 @@ static __always_inline void first_window_stateless(struct bpf_sock_ops* skops,
   if (st) {
     st->phase = SPAND_PHASE_AFTER;
     st->flags = SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE;
+    /* A train still timed (no ACK of data seen by the header callback yet) stays timed. */
+    if (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG)
+      st->flags |= SPAND_STATE_TRAIN;
     st->raise_mark_snd_nxt = skops->snd_nxt;
     if (spand_pace_htb) leave_class_later(skops, st);
     return;
@@ -624,6 +646,39 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
   count(SPAND_STAT_TUNE_APPLIED);
 }
 
+/* The state of a socket whose first flight is timed (PARSE_ALL_HDR_OPT_CB on since
+ * establishment), at an ACK of data: the storage the socket has, else a new one marked for
+ * the train, as establishment used to create it. Without memory the socket is no longer timed. */
+static __always_inline struct spand_sock_state* train_state(struct bpf_sock_ops* skops,
+                                                            struct bpf_sock* sk) {
+  struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
+  struct tcp_sock* tp = 0;
+
+  if (st) return st;
+  /* The ack callback on a socket without state is a first window without storage
+   * (apply_policy): its state is created as apply_policy would have, the window read back from
+   * the clamp (first_window_stateless). */
+  if (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_RTT_CB_FLAG) {
+    tp = bpf_skc_to_tcp_sock(sk);
+    if (!tp) return 0;
+  }
+  st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+  if (!st) {
+    count(SPAND_STAT_STATE_FULL);
+    bpf_sock_ops_cb_flags_set(
+        skops, skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
+    return 0;
+  }
+  st->flags = SPAND_STATE_TRAIN;
+  if (tp) {
+    st->phase = SPAND_PHASE_FIRST_WINDOW;
+    st->flags |= SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE | SPAND_STATE_PACED |
+                 (counted_by_flag(skops) ? SPAND_STATE_COUNTED : 0);
+    st->first_window_bytes = (__u64)tp->snd_cwnd_clamp * skops->mss_cache;
+  }
+  return st;
+}
+
 SEC("sockops")
 int spand_sockops(struct bpf_sock_ops* skops) {
   struct spand_policy* pol;
@@ -652,14 +707,14 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       pol = lookup_policy(skops);
       if (pol) apply_policy(skops, pol);
       if (spand_measure_trains && skops->sk) {
-        struct spand_sock_state* st =
-            bpf_sk_storage_get(&sock_state, skops->sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
-        if (st) {
-          st->flags |= SPAND_STATE_TRAIN;
-          count(SPAND_STAT_TRAIN_TIMED);
-          bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-                                               BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
-        }
+        /* Timed from the first ACK of data on, which creates the storage if the socket has
+         * none (train_state): a connection that ends before it allocates nothing. A socket
+         * with state already (its policy's) is marked in it now. */
+        struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
+        if (st) st->flags |= SPAND_STATE_TRAIN;
+        count(SPAND_STAT_TRAIN_TIMED);
+        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
+                                             BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
       }
       if (spand_have_tune_ports && bpf_map_lookup_elem(&tune_ports, &lport))
         bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
@@ -667,12 +722,14 @@ int spand_sockops(struct bpf_sock_ops* skops) {
                                              BPF_SOCK_OPS_STATE_CB_FLAG);
       break;
     }
-    case BPF_SOCK_OPS_PARSE_HDR_OPT_CB:
-      if (skops->sk) {
-        struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
-        if (st && (st->flags & SPAND_STATE_TRAIN)) train_step(skops, st);
+    case BPF_SOCK_OPS_PARSE_HDR_OPT_CB: {
+      __u32 ack;
+      if (skops->sk && train_ack(skops, &ack)) {
+        struct spand_sock_state* st = train_state(skops, skops->sk);
+        if (st && (st->flags & SPAND_STATE_TRAIN)) train_step(skops, st, ack);
       }
       break;
+    }
     case BPF_SOCK_OPS_HDR_OPT_LEN_CB:
       on_hdr_opt_len(skops);
       break;
@@ -685,9 +742,17 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       if (skops->args[1] == SPAND_TCP_CLOSE) {
         struct spand_sock_state* st = skops->sk ? bpf_sk_storage_get(&sock_state, skops->sk, 0, 0)
                                                 : 0;
-        if (st) count_out(skops, st);
-        cookie = bpf_get_socket_cookie(skops);
-        bpf_map_delete_elem(&sock_tune, &cookie);
+        if (st)
+          count_out(skops, st);
+        else if (counted_by_flag(skops))
+          count_down(skops); /* a shared first window without storage */
+        /* Only a tune port's socket can have its request consumed (HDR_OPT_LEN is enabled on
+         * those alone): without tune ports the delete (an LRU bucket lock, about a third of
+         * this callback) has nothing to do. */
+        if (spand_have_tune_ports) {
+          cookie = bpf_get_socket_cookie(skops);
+          bpf_map_delete_elem(&sock_tune, &cookie);
+        }
       }
       break;
     default:

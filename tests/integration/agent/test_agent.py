@@ -142,6 +142,104 @@ def test_bpf_estimate_sets_window_ssthresh_and_pacing():
         assert not os.path.exists("/sys/fs/bpf/spand")
 
 
+STAT_TRAIN_TIMED, STAT_SHARED = 14, 16
+
+
+def active_windows(prefix_bytes):
+    """prefix_active's count for a client network (the key: its IPv4-mapped address masked to
+    the agent's prefix length), 0 when it has no entry."""
+    key = [0] * 10 + [255, 255] + list(prefix_bytes)
+    dump = json.loads(sh("bpftool -j map dump name prefix_active").stdout)
+    for e in dump:
+        f = e.get("formatted", e)
+        k = f["key"]["data"] if isinstance(f["key"], dict) else f["key"]
+        if [int(x, 0) if isinstance(x, str) else x for x in k] == key:
+            v = f["value"]
+            return v if isinstance(v, int) else struct.unpack("<I", bytes(int(x, 16) for x in v))[0]
+    return 0
+
+
+def wait_until(what, cond):
+    deadline = time.monotonic() + WAIT_S
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(0.02)
+
+
+# A client in the client namespace that connects, prints "up" and, on SIGUSR1, resets the
+# connection (SO_LINGER 0): the server's socket closes without any data acknowledged.
+IDLE_CLIENT = ("import signal,socket,struct\n"
+               "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
+               "s=socket.socket(); s.bind(('10.77.1.2',0)); s.connect(('10.77.0.1',%d))\n"
+               "print('up', flush=True)\n"
+               "signal.sigwait([signal.SIGUSR1])\n"
+               "s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n"
+               "s.close()\n" % PORT)
+
+
+@pytest.mark.parametrize("trains", [True, False], ids=["trains", "no_trains"])
+def test_bpf_default_rule_first_window_without_state(trains):
+    """The default rule (rounds, shared windows, ACK trains timed) with its paced, clamped first
+    window: the program keeps no socket state at establishment, the count of first windows in
+    flight toward the client network (prefix_active) goes up at establishment and down at the
+    first window's end or at close, whichever comes first, and the window is the agent's."""
+    with Lab("sae" if trains else "saf") as lab:
+        ef = estimates_file([est("10.77.1.0/24")])
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        cfg.write("[policy]\npath_rate = %s\n" % ("true" if trains else "false"))
+        cfg.close()
+        agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
+                                      lab.cgroup, "-f", ef, "-c", cfg.name, "-p",
+                                      "%d:%d" % (PORT, 100_000), "-P", "10.77.1.0/24"]))
+        m = agent.wait_line(r"applied port=8080 prefix=10.77.1.0/24 init_cwnd=(\d+) .*"
+                            r"pacing_Bps=(\d+)")
+        # (100 KB, 70 segments: the rule applies a window that saves a round over slow start
+        # from 10, e.g. 40 + 30 = 2 rounds against 10 + 20 + 40 = 3; at 200 KB it would not.)
+        iw, rate = int(m.group(1)), int(m.group(2))
+        # The first window without state needs the clamp and pacing (apply_policy).
+        assert rate > 0 and iw * MSS < SIZE, (iw, rate)
+        srv = start_server(lab)
+        net = (10, 77, 1, 0)
+        # 1. A connection held open and never sent to: one first window in flight.
+        idle = lab.start(lab.in_cli(["/usr/bin/python3", "-c", IDLE_CLIENT]))
+        idle.wait_line(r"^up")
+        wait_until("the held connection's count", lambda: active_windows(net) == 1)
+        # 2. A second connection while it is held: the kernel establishes it (the server is
+        # busy with the first), it shares the window with the held one (share 2).
+        fetch = subprocess.Popen(lab.in_cli(["/usr/bin/python3", "-c",
+                                             "import socket\n"
+                                             "s=socket.socket(); s.bind(('10.77.1.2',0))\n"
+                                             "s.connect(('10.77.0.1',%d)); s.sendall(b'%d\\n')\n"
+                                             "while s.recv(1<<16): pass\n" % (PORT, SIZE)]))
+        wait_until("the second connection's share", lambda: program_stats()[STAT_SHARED] == 1)
+        assert active_windows(net) == 2
+        # 3. The held connection resets: its count goes at close (nothing was acknowledged).
+        # The second is then served: its count goes at its first window's end.
+        assert idle.stop(signal.SIGUSR1) == 0
+        assert fetch.wait(timeout=WAIT_S) == 0
+        wait_until("both counts gone", lambda: active_windows(net) == 0)
+        # 4. Alone: share 1, the agent's window (tcp_probe at the first ACK of data: cwnd and
+        # ssthresh are the clamp, the initial window), pacing lifted after it.
+        lab.probe_start(PORT)
+        port = lab.fetch("10.77.0.1", PORT, SIZE)
+        cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
+        assert (cwnd, ssthresh) == (iw, iw)
+        m = srv.wait_line(r"done port=%d cwnd=\d+ ssthresh=\d+ max_pacing=(\d+)" % port)
+        assert int(m.group(1)) == 2**64 - 1
+        # 5. A response smaller than the window: the first window never ends, the count goes
+        # at close.
+        lab.fetch("10.77.0.1", PORT, 3 * MSS)
+        wait_until("the short transfer's count gone", lambda: active_windows(net) == 0)
+        stats = program_stats()
+        # Four connections accepted (held, shared, alone, short); each is timed when trains are.
+        assert stats.get(STAT_TRAIN_TIMED, 0) == (4 if trains else 0)
+        assert stats[STAT_SHARED] == 1
+        assert stats[STAT_STATE_FULL] == 0
+        assert stats[STAT_PACING_LIFTED] >= 1
+        assert agent.stop() == 0
+
+
 def htb_classes(lab, dev):
     out = sh("ip netns exec %s tc class show dev %s" % (lab.srv, dev)).stdout
     return [l for l in out.splitlines() if l.startswith("class htb 5350:")]
