@@ -405,6 +405,20 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   int clamped = 0;
   int v;
 
+  if (iw && (flags & SPAND_POLICY_PACE_QUEUED)) {
+    /* Rule 12: the kernel's own start, its first window paced (and sent by the policy's
+     * congestion control, BBR by default), only where the handshake waited in a queue (a bulk
+     * flow keeps the buffer full: paced, fewer of the 8 starting together lose their whole
+     * window). Into an empty buffer the burst costs nothing: the kernel's, congestion control
+     * included. */
+    if (spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us)) {
+      count(SPAND_STAT_FLOOR_PACED);
+    } else {
+      count(SPAND_STAT_FLOOR_LEFT);
+      leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
+      flags &= ~SPAND_POLICY_SET_CC;
+    }
+  }
   if (flags & SPAND_POLICY_SET_CC) {
     __builtin_memcpy(cc, p->cc_name, sizeof(cc));
     cc[SPAND_CC_NAME_LEN - 1] = 0;
@@ -413,17 +427,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       count(SPAND_STAT_CC_FAILED);
   }
   if (iw == 0) return;
-  if (flags & SPAND_POLICY_PACE_QUEUED) {
-    /* Rule 12: the kernel's own start, its first window paced, only where the handshake waited
-     * in a queue (a bulk flow keeps the buffer full: paced, fewer of the 8 starting together
-     * lose their whole window). Into an empty buffer the burst costs nothing. */
-    if (spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us)) {
-      count(SPAND_STAT_FLOOR_PACED);
-    } else {
-      count(SPAND_STAT_FLOOR_LEFT);
-      leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
-    }
-  } else {
+  if (!(flags & SPAND_POLICY_PACE_QUEUED)) {
     /* Rule 11 (spand_queue_window): a handshake that waited in a standing queue gets the
      * window the rest of the buffer holds (two bottlenecks, a bulk flow filling the shared
      * buffer: windows of 21-29 segments lost when the handshake saw 24-35 ms of a 50 ms

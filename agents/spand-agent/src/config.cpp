@@ -193,16 +193,27 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
   }
   if (const toml::table* p = root["policy"].as_table()) {
     auto& pc = cfg.policy;
-    r.unknown_keys(*p, {"max_initial_cwnd",   "min_samples",
-                        "max_age_s",          "skip_slow_start",
-                        "ca_emulate",         "pace",
-                        "seed_syn_rto",       "mss",
-                        "high_bdp_cc",        "high_bdp_wc_segments",
-                        "window_rule",        "kernel_initial_cwnd",
-                        "share_concurrent",   "share_rate_only",
-                        "share_floor_paced",  "standing_queue",
-                        "path_rate",          "path_rate_interval_ms",
-                        "path_rate_window_s", "share_window_s"});
+    r.unknown_keys(*p, {"max_initial_cwnd",
+                        "min_samples",
+                        "max_age_s",
+                        "skip_slow_start",
+                        "ca_emulate",
+                        "pace",
+                        "seed_syn_rto",
+                        "mss",
+                        "high_bdp_cc",
+                        "high_bdp_wc_segments",
+                        "window_rule",
+                        "kernel_initial_cwnd",
+                        "share_concurrent",
+                        "share_rate_only",
+                        "share_floor_paced",
+                        "share_floor_cc",
+                        "standing_queue",
+                        "path_rate",
+                        "path_rate_interval_ms",
+                        "path_rate_window_s",
+                        "share_window_s"});
     r.integer(*p, "max_initial_cwnd", pc.max_initial_cwnd, 1, 65535);
     r.integer(*p, "min_samples", pc.min_samples, 0, INT64_MAX);
     r.number(*p, "max_age_s", pc.max_age_s, 0, 86400);
@@ -227,6 +238,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.boolean(*p, "share_concurrent", pc.share_concurrent);
     r.boolean(*p, "share_rate_only", pc.share_rate_only);
     r.boolean(*p, "share_floor_paced", pc.share_floor_paced);
+    r.string(*p, "share_floor_cc", pc.share_floor_cc);
     r.boolean(*p, "standing_queue", pc.standing_queue);
     r.integer(*p, "path_rate_interval_ms", pc.path_rate_interval_ms, 5, 60000);
     r.number(*p, "path_rate_window_s", pc.path_rate_window_s, 1, 86400);
@@ -337,6 +349,7 @@ std::string config_to_toml(const AgentConfig& cfg) {
       {"share_concurrent", p.share_concurrent},
       {"share_rate_only", p.share_rate_only},
       {"share_floor_paced", p.share_floor_paced},
+      {"share_floor_cc", p.share_floor_cc},
       {"standing_queue", p.standing_queue},
       {"path_rate", p.path_rate},
       {"path_rate_interval_ms", int64_t(p.path_rate_interval_ms)},

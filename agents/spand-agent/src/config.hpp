@@ -51,6 +51,10 @@ struct PolicyConfig {
   // the measured rate (an HTB class on pace_devices spreads the IW the kernel sends unpaced)
   // instead of leaving the socket to the kernel (docs/DESIGN.md, rule 12).
   bool share_floor_paced = true;
+  // ... and sent by this congestion control (only where the program paces it, and only if
+  // listed in tcp_available_congestion_control; empty: unchanged). BBR does not cut its window
+  // by 0.7 at the batch's first losses (docs/DESIGN.md, rule 12).
+  std::string share_floor_cc = "bbr";
   // kRounds, BPF mode: a handshake that waited in a standing queue cuts the first window to the
   // room the buffer has left (docs/DESIGN.md, rule 11).
   bool standing_queue = true;

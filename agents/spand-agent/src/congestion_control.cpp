@@ -35,6 +35,13 @@ std::optional<int> CongestionControls::start(const AgentConfig& cfg) {
     return kExitUsage;
   }
 #endif
+  if (cfg.policy.share_floor_paced && !cfg.policy.share_floor_cc.empty() &&
+      !available_.count(cfg.policy.share_floor_cc))
+    std::fprintf(stderr,
+                 "spand-agent: share_floor_cc %s is not in "
+                 "net.ipv4.tcp_available_congestion_control (modprobe tcp_%s?): rule 12 leaves "
+                 "the congestion control unchanged\n",
+                 cfg.policy.share_floor_cc.c_str(), cfg.policy.share_floor_cc.c_str());
   return std::nullopt;
 }
 

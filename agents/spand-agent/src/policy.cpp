@@ -278,6 +278,12 @@ Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
       usable.min_rtt_ms = usable.rtt_ms;
     }
     d = decide_rounds(usable, wc, port, policy, path);
+    if (d.skip == SkipReason::kNone && d.policy.pace_only_queued) {
+      // Rule 12's paced IW10: sent by share_floor_cc where the kernel has it.
+      if (!policy.share_floor_cc.empty() && available_cc.count(policy.share_floor_cc))
+        d.policy.congestion_control = policy.share_floor_cc;
+      return d;
+    }
     if (d.skip == SkipReason::kNone && !policy.high_bdp_cc.empty() &&
         wc >= policy.high_bdp_wc_segments && available_cc.count(policy.high_bdp_cc))
       d.policy.congestion_control = policy.high_bdp_cc;

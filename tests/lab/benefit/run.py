@@ -221,6 +221,9 @@ def cleanup(procs=()):
 
 def topology(cfg):
     path = cfg['path']
+    # The bbr arm and the agent's rule 12 (share_floor_cc) need BBR listed as available; the
+    # agent reads the list when it starts. Best effort: a kernel without it leaves CUBIC.
+    sh('modprobe tcp_bbr', check=False)
     for ns in ALL_NS:
         sh(f'ip netns add {ns}')
         sh(f'ip -n {ns} link set lo up')

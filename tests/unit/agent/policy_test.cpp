@@ -330,6 +330,19 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_EQ(d.policy.queue_room_us, 50'000u);
   EXPECT_EQ(d.policy.prop_rtt_us, 50'000u);
   EXPECT_EQ(d.policy.path_rate_bytes_per_s, 1'250'000u);
+  EXPECT_EQ(d.policy.congestion_control, "");  // BBR not available: unchanged
+  // Sent by share_floor_cc (BBR by default) where the kernel has it; high_bdp_cc is for windows.
+  pol.high_bdp_cc = "cubic";
+  pol.high_bdp_wc_segments = 1;
+  EXPECT_EQ(
+      decide(est, 0, port(21 * 1448), pol, {"bbr", "cubic"}, &eight_full).policy.congestion_control,
+      "bbr");
+  pol.share_floor_cc = "";
+  EXPECT_EQ(
+      decide(est, 0, port(21 * 1448), pol, {"bbr", "cubic"}, &eight_full).policy.congestion_control,
+      "");
+  pol.share_floor_cc = "bbr";
+  pol.high_bdp_cc = "";
   // A transfer IW10 sends in one round, no rate, no overflow seen, or one sender: no floor.
   EXPECT_EQ(decide(est, 0, port(10 * 1448), pol, {}, &eight_full).skip, SkipReason::kNoGain);
   PathInfo eight_no_rate{0, 50'000, 10, 8.0, 100'000, 1};
