@@ -55,6 +55,8 @@ struct PolicyConfig {
   // listed in tcp_available_congestion_control; empty: unchanged). BBR does not cut its window
   // by 0.7 at the batch's first losses (docs/DESIGN.md, rule 12).
   std::string share_floor_cc = "bbr";
+  // ... only for a socket whose handshake waited 2 ms or more in a queue (false: every one).
+  bool share_floor_queued_only = true;
   // kRounds, BPF mode: a handshake that waited in a standing queue cuts the first window to the
   // room the buffer has left (docs/DESIGN.md, rule 11).
   bool standing_queue = true;

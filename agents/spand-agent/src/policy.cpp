@@ -160,7 +160,8 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     p.acked_per_ack = port.acked_per_ack;
     p.min_cwnd_segments = iw_kernel;
     p.pacing_rate_bytes_per_s = rate;
-    p.pace_only_queued = true;
+    p.pace_only_queued = policy.share_floor_queued_only;
+    p.share_floor = true;
     p.queue_room_us = static_cast<uint32_t>(path->max_srtt_us - prop_rtt_us);
     p.prop_rtt_us = static_cast<uint32_t>(prop_rtt_us);
     p.path_rate_bytes_per_s = rate;
@@ -278,7 +279,7 @@ Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
       usable.min_rtt_ms = usable.rtt_ms;
     }
     d = decide_rounds(usable, wc, port, policy, path);
-    if (d.skip == SkipReason::kNone && d.policy.pace_only_queued) {
+    if (d.skip == SkipReason::kNone && d.policy.share_floor) {
       // Rule 12's paced IW10: sent by share_floor_cc where the kernel has it.
       if (!policy.share_floor_cc.empty() && available_cc.count(policy.share_floor_cc))
         d.policy.congestion_control = policy.share_floor_cc;

@@ -5,6 +5,34 @@
 namespace spand::agent {
 namespace {
 
+TEST(Config, TheWrittenConfigurationReadsBackToTheSameValues) {
+  // config_to_toml writes every key (the --print-config output); each must be one the reader
+  // knows, and read back to the value written. Non-default values, so a key read into the
+  // wrong field or not at all shows.
+  AgentConfig c;
+  c.estimate_server = "10.0.0.1:50051";
+  c.policy.share_floor_paced = false;
+  c.policy.share_floor_cc = "reno";
+  c.policy.share_floor_queued_only = false;
+  c.policy.share_rate_only = true;
+  c.policy.standing_queue = false;
+  c.policy.share_window_s = 7;
+  PortConfig port;
+  port.port = 443;
+  port.response_bytes = 50000;
+  c.ports.push_back(port);
+  AgentConfig back;
+  auto err = load_config_string(config_to_toml(c), "written.toml", back);
+  ASSERT_FALSE(err) << err->message;
+  EXPECT_FALSE(back.policy.share_floor_paced);
+  EXPECT_EQ(back.policy.share_floor_cc, "reno");
+  EXPECT_FALSE(back.policy.share_floor_queued_only);
+  EXPECT_TRUE(back.policy.share_rate_only);
+  EXPECT_FALSE(back.policy.standing_queue);
+  EXPECT_EQ(back.policy.share_window_s, 7);
+  EXPECT_EQ(back.estimate_server, "10.0.0.1:50051");
+}
+
 TEST(Config, FullFile) {
   AgentConfig c;
   auto err = load_config_string(R"(

@@ -326,6 +326,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_EQ(d.policy.pacing_rate_bytes_per_s, 1'250'000u);
   EXPECT_FALSE(d.policy.share_concurrent);
   EXPECT_FALSE(d.policy.share_rate_only);
+  EXPECT_TRUE(d.policy.share_floor);
   EXPECT_TRUE(d.policy.pace_only_queued);
   EXPECT_EQ(d.policy.queue_room_us, 50'000u);
   EXPECT_EQ(d.policy.prop_rtt_us, 50'000u);
@@ -343,6 +344,13 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
       "");
   pol.share_floor_cc = "bbr";
   pol.high_bdp_cc = "";
+  // share_floor_queued_only = false: every such socket paced (no gate), still rule 12's policy.
+  pol.share_floor_queued_only = false;
+  d = decide(est, 0, port(21 * 1448), pol, {"bbr"}, &eight_full);
+  EXPECT_TRUE(d.policy.share_floor);
+  EXPECT_FALSE(d.policy.pace_only_queued);
+  EXPECT_EQ(d.policy.congestion_control, "bbr");
+  pol.share_floor_queued_only = true;
   // A transfer IW10 sends in one round, no rate, no overflow seen, or one sender: no floor.
   EXPECT_EQ(decide(est, 0, port(10 * 1448), pol, {}, &eight_full).skip, SkipReason::kNoGain);
   PathInfo eight_no_rate{0, 50'000, 10, 8.0, 100'000, 1};
@@ -350,7 +358,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   PathInfo eight_no_loss{1'250'000, 50'000, 10, 8.0, 100'000, 0};
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight_no_loss).skip, SkipReason::kNoGain);
   PathInfo one_full{1'250'000, 50'000, 10, 1.0, 100'000, 1};
-  EXPECT_FALSE(decide(est, 0, port(21 * 1448), pol, {}, &one_full).policy.pace_only_queued);
+  EXPECT_FALSE(decide(est, 0, port(21 * 1448), pol, {}, &one_full).policy.share_floor);
   pol.share_floor_paced = false;
   // Sharing off: the senders are not counted.
   pol.share_concurrent = false;
