@@ -26,10 +26,60 @@ char LICENSE[] SEC("license") = "GPL"; /* struct_ops programs must be GPL-compat
 #define SCALABLE_AI_DIVISOR 100u   /* a = 1/100 segment per ACKed segment */
 #define SCALABLE_MD_SHIFT 3        /* b = 1/8 */
 #define SCALABLE_MIN_SSTHRESH 2u
+#define SCALABLE_INFINITE_SSTHRESH 0x7fffffffu /* the kernel's TCP_INFINITE_SSTHRESH */
+/* The most a window may exceed the largest this program has seen (segments): slow start at
+ * most doubles a window per round trip and the program sees every ACK's growth, an undo
+ * restores a window seen before, a path MTU probe rescales by a bounded ratio. */
+#define SCALABLE_SANE_FACTOR 2u
+#define SCALABLE_SANE_MARGIN 16u
+#define SCALABLE_SANE_MAX (1u << 20) /* no real window: ~1.5 GB in flight */
+
+/* Per socket, in the congestion control's private area (icsk_ca_priv, zeroed by the kernel
+ * when a socket takes this congestion control, and again by init). */
+struct scalable_state {
+  __u32 max_cwnd;      /* largest snd_cwnd seen by a callback (0: none yet) */
+  __u32 last_ssthresh; /* what the ssthresh callback last returned (0: never called) */
+  __u32 repaired;      /* windows put back in range (cwnd or ssthresh beyond any seen) */
+};
 
 static __always_inline struct tcp_sock *as_tcp(struct sock *sk) {
   /* The kernel hands tcp_congestion_ops callbacks a struct sock that is a tcp_sock. */
   return (struct tcp_sock *)sk;
+}
+
+static __always_inline struct scalable_state *state_of(struct sock *sk) {
+  return (struct scalable_state *)((struct inet_connection_sock *)sk)->icsk_ca_priv;
+}
+
+/* The largest window that can follow from what this program has seen. */
+static __always_inline __u32 sane_bound(const struct scalable_state *st) {
+  __u32 b = st->max_cwnd * SCALABLE_SANE_FACTOR + SCALABLE_SANE_MARGIN;
+  return b < SCALABLE_SANE_MAX ? b : SCALABLE_SANE_MAX;
+}
+
+static __always_inline void note_cwnd(struct scalable_state *st, __u32 cwnd) {
+  if (cwnd > st->max_cwnd && cwnd <= SCALABLE_SANE_MAX) st->max_cwnd = cwnd;
+}
+
+/* A window no event could have produced (one from an ssthresh or prior_cwnd the kernel
+ * restored or copied on the way out of recovery, lab_truth.md: 6 -> 667073280 segments) is put
+ * back to what this program decided last (its last ssthresh, else the largest window seen). */
+static __always_inline void repair(struct tcp_sock *tp, struct scalable_state *st) {
+  __u32 bound, back;
+  if (!st->max_cwnd) return; /* nothing seen yet: the first window is the kernel's (or the
+                              * agent's initial window) */
+  bound = sane_bound(st);
+  back = st->last_ssthresh && st->last_ssthresh <= bound ? st->last_ssthresh : st->max_cwnd;
+  if (back < SCALABLE_MIN_SSTHRESH) back = SCALABLE_MIN_SSTHRESH;
+  if (tp->snd_ssthresh != SCALABLE_INFINITE_SSTHRESH && tp->snd_ssthresh > bound) {
+    tp->snd_ssthresh = back;
+    st->repaired++;
+  }
+  if (tp->snd_cwnd > bound) {
+    tp->snd_cwnd = back;
+    tp->snd_cwnd_cnt = 0;
+    st->repaired++;
+  }
 }
 
 /* Whether the window limited the sender in the last round: growing it otherwise would build
@@ -78,6 +128,9 @@ static __always_inline void grow_additive(struct tcp_sock *tp, __u32 divisor, __
 SEC("struct_ops/spand_scalable_cong_avoid")
 void BPF_PROG(spand_scalable_cong_avoid, struct sock *sk, __u32 ack, __u32 acked) {
   struct tcp_sock *tp = as_tcp(sk);
+  struct scalable_state *st = state_of(sk);
+  repair(tp, st);
+  note_cwnd(st, tp->snd_cwnd);
   if (!cwnd_limited(tp)) return;
   if (tp->snd_cwnd < tp->snd_ssthresh) {
     acked = grow_slow_start(tp, acked);
@@ -87,28 +140,52 @@ void BPF_PROG(spand_scalable_cong_avoid, struct sock *sk, __u32 ack, __u32 acked
     grow_additive(tp, tp->snd_cwnd, acked); /* Reno: +1 per window of ACKs */
   else
     grow_additive(tp, SCALABLE_AI_DIVISOR, acked);
+  note_cwnd(st, tp->snd_cwnd);
 }
 
 SEC("struct_ops/spand_scalable_ssthresh")
 __u32 BPF_PROG(spand_scalable_ssthresh, struct sock *sk) {
   struct tcp_sock *tp = as_tcp(sk);
+  struct scalable_state *st = state_of(sk);
   __u32 cwnd = tp->snd_cwnd;
-  __u32 next = cwnd <= SCALABLE_LEGACY_WINDOW ? cwnd >> 1 : cwnd - (cwnd >> SCALABLE_MD_SHIFT);
-  return next > SCALABLE_MIN_SSTHRESH ? next : SCALABLE_MIN_SSTHRESH;
+  __u32 next;
+  /* The window being reduced must itself be one that could follow from what was seen. */
+  if (st->max_cwnd && cwnd > sane_bound(st)) cwnd = st->max_cwnd;
+  note_cwnd(st, cwnd);
+  next = cwnd <= SCALABLE_LEGACY_WINDOW ? cwnd >> 1 : cwnd - (cwnd >> SCALABLE_MD_SHIFT);
+  if (next < SCALABLE_MIN_SSTHRESH) next = SCALABLE_MIN_SSTHRESH;
+  st->last_ssthresh = next;
+  return next;
 }
 
-/* A loss found spurious (DSACK, timestamps): back to the window before the reduction. */
+/* A loss found spurious (DSACK, timestamps): back to the window before the reduction, as the
+ * kernel's tcp_reno_undo_cwnd (max(snd_cwnd, prior_cwnd)), but never to a prior_cwnd beyond
+ * any window seen (prior_cwnd is the snd_cwnd the ssthresh callback saw, so a sane one is
+ * always within the bound). The kernel also puts back prior_ssthresh on its own
+ * (tcp_undo_cwnd_reduction); cong_avoid repairs that one if it is out of range. */
 SEC("struct_ops/spand_scalable_undo_cwnd")
 __u32 BPF_PROG(spand_scalable_undo_cwnd, struct sock *sk) {
   struct tcp_sock *tp = as_tcp(sk);
-  return tp->snd_cwnd > tp->prior_cwnd ? tp->snd_cwnd : tp->prior_cwnd;
+  struct scalable_state *st = state_of(sk);
+  __u32 cwnd = tp->snd_cwnd;
+  __u32 prior = tp->prior_cwnd;
+  if (st->max_cwnd) {
+    __u32 bound = sane_bound(st);
+    if (prior > bound) prior = st->max_cwnd;
+    if (cwnd > bound) cwnd = st->max_cwnd;
+  }
+  return cwnd > prior ? cwnd : prior;
 }
 
 SEC("struct_ops/spand_scalable_init")
 void BPF_PROG(spand_scalable_init, struct sock *sk) {
   /* Nothing of its own: ssthresh and cwnd are left as the socket has them (the agent's
    * sock_ops program may have set them before switching to this congestion control). */
+  struct scalable_state *st = state_of(sk);
   as_tcp(sk)->snd_cwnd_cnt = 0;
+  st->max_cwnd = 0;
+  st->last_ssthresh = 0;
+  st->repaired = 0;
 }
 
 SEC(".struct_ops")
