@@ -27,11 +27,13 @@ char LICENSE[] SEC("license") = "GPL"; /* struct_ops programs must be GPL-compat
 #define SCALABLE_MD_SHIFT 3        /* b = 1/8 */
 #define SCALABLE_MIN_SSTHRESH 2u
 #define SCALABLE_INFINITE_SSTHRESH 0x7fffffffu /* the kernel's TCP_INFINITE_SSTHRESH */
-/* The most a window may exceed the largest this program has seen (segments): slow start at
- * most doubles a window per round trip and the program sees every ACK's growth, an undo
- * restores a window seen before, a path MTU probe rescales by a bounded ratio. */
-#define SCALABLE_SANE_FACTOR 2u
-#define SCALABLE_SANE_MARGIN 16u
+/* The most a window may exceed the largest this program has seen (segments). Slow start at
+ * most doubles a window per round trip and the program sees every ACK's growth; an undo
+ * restores a window seen before; a successful path MTU probe rescales cwnd by the ratio of
+ * the MTUs (tcp_mtup_probe_success), at most ~8.5 from the 1024-byte base MSS to a 9000-byte
+ * MTU. Loose on purpose: what it is for are windows of 10^8 segments (lab_truth.md). */
+#define SCALABLE_SANE_FACTOR 9u
+#define SCALABLE_SANE_MARGIN 64u
 #define SCALABLE_SANE_MAX (1u << 20) /* no real window: ~1.5 GB in flight */
 
 /* Per socket, in the congestion control's private area (icsk_ca_priv, zeroed by the kernel
@@ -40,6 +42,9 @@ struct scalable_state {
   __u32 max_cwnd;      /* largest snd_cwnd seen by a callback (0: none yet) */
   __u32 last_ssthresh; /* what the ssthresh callback last returned (0: never called) */
   __u32 repaired;      /* windows put back in range (cwnd or ssthresh beyond any seen) */
+  __u32 start_ssthresh; /* the finite ssthresh the socket had at the first callback (the
+                         * agent's policy or the route's metrics may set one above the
+                         * first window): never taken for out of range */
 };
 
 static __always_inline struct tcp_sock *as_tcp(struct sock *sk) {
@@ -57,7 +62,17 @@ static __always_inline __u32 sane_bound(const struct scalable_state *st) {
   return b < SCALABLE_SANE_MAX ? b : SCALABLE_SANE_MAX;
 }
 
-static __always_inline void note_cwnd(struct scalable_state *st, __u32 cwnd) {
+/* The largest ssthresh that can follow: as a window, or the one the socket started with. */
+static __always_inline __u32 sane_ssthresh_bound(const struct scalable_state *st) {
+  __u32 b = sane_bound(st);
+  return st->start_ssthresh > b ? st->start_ssthresh : b;
+}
+
+static __always_inline void note_cwnd(struct tcp_sock *tp, struct scalable_state *st,
+                                      __u32 cwnd) {
+  if (!st->max_cwnd && tp->snd_ssthresh != SCALABLE_INFINITE_SSTHRESH &&
+      tp->snd_ssthresh <= SCALABLE_SANE_MAX)
+    st->start_ssthresh = tp->snd_ssthresh;
   if (cwnd > st->max_cwnd && cwnd <= SCALABLE_SANE_MAX) st->max_cwnd = cwnd;
 }
 
@@ -71,7 +86,8 @@ static __always_inline void repair(struct tcp_sock *tp, struct scalable_state *s
   bound = sane_bound(st);
   back = st->last_ssthresh && st->last_ssthresh <= bound ? st->last_ssthresh : st->max_cwnd;
   if (back < SCALABLE_MIN_SSTHRESH) back = SCALABLE_MIN_SSTHRESH;
-  if (tp->snd_ssthresh != SCALABLE_INFINITE_SSTHRESH && tp->snd_ssthresh > bound) {
+  if (tp->snd_ssthresh != SCALABLE_INFINITE_SSTHRESH &&
+      tp->snd_ssthresh > sane_ssthresh_bound(st)) {
     tp->snd_ssthresh = back;
     st->repaired++;
   }
@@ -130,7 +146,7 @@ void BPF_PROG(spand_scalable_cong_avoid, struct sock *sk, __u32 ack, __u32 acked
   struct tcp_sock *tp = as_tcp(sk);
   struct scalable_state *st = state_of(sk);
   repair(tp, st);
-  note_cwnd(st, tp->snd_cwnd);
+  note_cwnd(tp, st, tp->snd_cwnd);
   if (!cwnd_limited(tp)) return;
   if (tp->snd_cwnd < tp->snd_ssthresh) {
     acked = grow_slow_start(tp, acked);
@@ -140,7 +156,13 @@ void BPF_PROG(spand_scalable_cong_avoid, struct sock *sk, __u32 ack, __u32 acked
     grow_additive(tp, tp->snd_cwnd, acked); /* Reno: +1 per window of ACKs */
   else
     grow_additive(tp, SCALABLE_AI_DIVISOR, acked);
-  note_cwnd(st, tp->snd_cwnd);
+  note_cwnd(tp, st, tp->snd_cwnd);
+}
+
+/* The paper's decrease: halved at or below the legacy window, 7/8 above, at least 2. */
+static __always_inline __u32 decreased(__u32 cwnd) {
+  __u32 next = cwnd <= SCALABLE_LEGACY_WINDOW ? cwnd >> 1 : cwnd - (cwnd >> SCALABLE_MD_SHIFT);
+  return next > SCALABLE_MIN_SSTHRESH ? next : SCALABLE_MIN_SSTHRESH;
 }
 
 SEC("struct_ops/spand_scalable_ssthresh")
@@ -151,9 +173,8 @@ __u32 BPF_PROG(spand_scalable_ssthresh, struct sock *sk) {
   __u32 next;
   /* The window being reduced must itself be one that could follow from what was seen. */
   if (st->max_cwnd && cwnd > sane_bound(st)) cwnd = st->max_cwnd;
-  note_cwnd(st, cwnd);
-  next = cwnd <= SCALABLE_LEGACY_WINDOW ? cwnd >> 1 : cwnd - (cwnd >> SCALABLE_MD_SHIFT);
-  if (next < SCALABLE_MIN_SSTHRESH) next = SCALABLE_MIN_SSTHRESH;
+  note_cwnd(tp, st, cwnd);
+  next = decreased(cwnd);
   st->last_ssthresh = next;
   return next;
 }
@@ -177,6 +198,35 @@ __u32 BPF_PROG(spand_scalable_undo_cwnd, struct sock *sk) {
   return cwnd > prior ? cwnd : prior;
 }
 
+/* Entering a reduction: the kernel has just set snd_ssthresh from ssthresh() and prior_cwnd
+ * from snd_cwnd (tcp_init_cwnd_reduction, tcp_enter_loss), then calls this. An ssthresh out
+ * of range here is not the one ssthresh() computes: it is recomputed from prior_cwnd, so that
+ * the recovery and its end (tcp_end_cwnd_reduction: cwnd = ssthresh) follow the paper. */
+SEC("struct_ops/spand_scalable_set_state")
+void BPF_PROG(spand_scalable_set_state, struct sock *sk, __u8 new_state) {
+  struct tcp_sock *tp = as_tcp(sk);
+  struct scalable_state *st = state_of(sk);
+  __u32 bound, cwnd;
+  if (new_state != TCP_CA_CWR && new_state != TCP_CA_Recovery && new_state != TCP_CA_Loss)
+    return;
+  if (!st->max_cwnd) return;
+  bound = sane_bound(st);
+  if (tp->snd_ssthresh == SCALABLE_INFINITE_SSTHRESH ||
+      tp->snd_ssthresh <= sane_ssthresh_bound(st))
+    return;
+  cwnd = tp->prior_cwnd <= bound ? tp->prior_cwnd : st->max_cwnd;
+  tp->snd_ssthresh = decreased(cwnd);
+  st->last_ssthresh = tp->snd_ssthresh;
+  st->repaired++;
+}
+
+/* The end of a reduction (tcp_end_cwnd_reduction has just copied ssthresh into cwnd) and the
+ * other events: windows put back in range before anything is sent with them. */
+SEC("struct_ops/spand_scalable_cwnd_event")
+void BPF_PROG(spand_scalable_cwnd_event, struct sock *sk, enum tcp_ca_event ev) {
+  repair(as_tcp(sk), state_of(sk));
+}
+
 SEC("struct_ops/spand_scalable_init")
 void BPF_PROG(spand_scalable_init, struct sock *sk) {
   /* Nothing of its own: ssthresh and cwnd are left as the socket has them (the agent's
@@ -186,6 +236,7 @@ void BPF_PROG(spand_scalable_init, struct sock *sk) {
   st->max_cwnd = 0;
   st->last_ssthresh = 0;
   st->repaired = 0;
+  st->start_ssthresh = 0;
 }
 
 SEC(".struct_ops")
@@ -194,5 +245,7 @@ struct tcp_congestion_ops spand_scalable = {
     .ssthresh = (void *)spand_scalable_ssthresh,
     .cong_avoid = (void *)spand_scalable_cong_avoid,
     .undo_cwnd = (void *)spand_scalable_undo_cwnd,
+    .set_state = (void *)spand_scalable_set_state,
+    .cwnd_event = (void *)spand_scalable_cwnd_event,
     .name = "spand_scalable",
 };
