@@ -53,7 +53,9 @@ CG_ROOT = '/sys/fs/cgroup/unified' if os.path.exists('/sys/fs/cgroup/unified/cgr
     else '/sys/fs/cgroup'
 CG_SPAND = os.path.join(CG_ROOT, 'spand_bench_spand')
 CG_PLAIN = os.path.join(CG_ROOT, 'spand_bench_plain')
-BPF_PINS = '/sys/fs/bpf/spand'
+# The lab's agent pins in a directory of its own: an agent elsewhere on the machine (the default
+# /sys/fs/bpf/spand, an integration test's) neither shares nor detaches its program.
+BPF_PINS = '/sys/fs/bpf/spand_lab'
 SERVER, SERVER2 = '10.0.0.1', '10.0.2.1'
 NETS = ('10.1.1', '10.1.2', '10.1.3')            # the measured client /24s
 CLIENTS = [f'{n}.{h}' for n in NETS for h in (10, 11)]
@@ -153,9 +155,10 @@ class Proc:
 # ---------------------------------------------------------------------------------------------
 # Cleanup: everything this lab creates has a fixed name, so a killed run's leftovers are found.
 
-def other_agents():
-    """spand-agent processes that are not ours (they would share the BPF pins). One running in
-    our own server namespace is ours (left by a killed run); cleanup() ends it."""
+def other_agents(pins_only=False):
+    """spand-agent processes that are not ours; with pins_only, those pinned at BPF_PINS (they
+    would share our program). One running in our own server namespace is ours (left by a
+    killed run); cleanup() ends it."""
     ours = set()
     for ns in ALL_NS:
         try:
@@ -173,7 +176,10 @@ def other_agents():
                 try:
                     if os.stat(f'/proc/{pid}/ns/net').st_ino in ours:
                         continue
+                    argv = open(f'/proc/{pid}/cmdline', 'rb').read().split(b'\0')
                 except OSError:
+                    continue
+                if pins_only and BPF_PINS.encode() not in argv:
                     continue
                 found.append(int(pid))
     return found
@@ -198,7 +204,7 @@ def cleanup(procs=()):
             sh(f'ip netns del {ns}', check=False)
     # An agent stopped by SIGTERM removes its pins; one killed leaves them (and the program
     # attached through the pinned link). Only ours can exist when no agent runs.
-    if os.path.isdir(BPF_PINS) and not other_agents():
+    if os.path.isdir(BPF_PINS) and not other_agents(pins_only=True):
         shutil.rmtree(BPF_PINS, ignore_errors=True)
     for cg in (CG_SPAND, CG_PLAIN):
         if os.path.isdir(cg):
@@ -352,7 +358,8 @@ def start_services(cfg, build, out, t0):
         raise RuntimeError('the estimate service did not open its port')
     ports = spand_ports(cfg)
     argv = [os.path.join(build, 'agents/spand-agent/spand-agent'), '--mode', 'bpf',
-            '--cgroup', CG_SPAND, '--server', GRPC, '--metrics', AGENT_METRICS]
+            '--cgroup', CG_SPAND, '--pin-dir', BPF_PINS, '--server', GRPC,
+            '--metrics', AGENT_METRICS]
     for size, port in ports.items():
         argv += ['-p', f'{port}:{size}:{agent_cfg.get("acked_per_ack", 1)}']
     for net in NETS:
@@ -736,8 +743,8 @@ def machine():
 # ---------------------------------------------------------------------------------------------
 
 def watch_interference(our_agent, t_first, results):
-    """Another spand-agent started during the run (an integration test, say) shares the BPF
-    pins and the CPU: record when, so the run can be judged (or repeated)."""
+    """Another spand-agent started during the run (an integration test, say) shares the CPU
+    (and, if it pins at BPF_PINS, our program): record when, so the run can be judged."""
     seen = results.setdefault('interference', [])
 
     def loop():
@@ -896,8 +903,9 @@ def main():
         if not os.access(os.path.join(build, b), os.X_OK):
             say(f'{build}/{b} missing: build first (meson setup build && ninja -C build)')
             return 2
-    if other_agents():
-        say(f'another spand-agent runs (pids {other_agents()}): it would share {BPF_PINS}')
+    if other_agents(pins_only=True):
+        say(f'another spand-agent runs (pids {other_agents(pins_only=True)}): it would share '
+            f'{BPF_PINS}')
         return 77
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime('%Y%m%dT%H%M%SZ')
     out = os.path.abspath(args.out or os.path.join('results', f'{cfg["name"]}-{stamp}'))
@@ -947,9 +955,9 @@ def main():
                                              for k in NSTAT_KEYS}
             results['estimates_at_end'] = estimates(cfg, build)
             status = 0
-        # Another spand-agent starting anywhere on the machine detaches ours (its start-up
-        # cleanup detaches whatever link is pinned at /sys/fs/bpf/spand): then the spand arm
-        # silently ran with kernel defaults. Say so.
+        # Another spand-agent pinning at BPF_PINS detaches ours (its start-up cleanup detaches
+        # whatever link is pinned there): then the spand arm silently ran with kernel defaults.
+        # Say so.
         attached = 'spand_sockops' in sh(f'bpftool cgroup show {CG_SPAND}', check=False)
         results['program_attached_at_end'] = attached
         if not attached:
