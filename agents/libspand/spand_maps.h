@@ -92,6 +92,12 @@ struct spand_prefix_key {
 /* Rule 12: the policy is the kernel's own start, paced; only for a handshake that waited in a
  * queue (spand_handshake_queued on prop_rtt_us), else the socket is left to the kernel. */
 #define SPAND_POLICY_PACE_QUEUED 0x20u
+/* The sockets of this policy count under the policy's own prefix (net_len bits of the client's
+ * IPv4-mapped address) in prefix_active and, when it is longer than the program's fixed
+ * prefix_len_v4/v6 network, in prefix_rate: a prefix map's /16 shares one count of first windows
+ * in flight. Without it both are keyed by the fixed network. Set by the agent with a prefix map
+ * for a policy whose prefix is not that fixed network. */
+#define SPAND_POLICY_OWN_NET 0x40u
 #define SPAND_STATE_PACED 0x100u
 #define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
 #define SPAND_STATE_TRAIN 0x400u   /* timing the ACKs of the socket's first flight */
@@ -99,11 +105,14 @@ struct spand_prefix_key {
   0x800u /* first window acked, still in its pacing class until unclass_mark */
 
 /* prefix_rate's value: the bottleneck rate read from the dispersion of first-flight ACK trains
- * toward a client network (keyed like prefix_active), the largest since the agent last took
- * the entry. A flight sent back to back reaches the client at the bottleneck's rate, and its
- * ACKs come back spaced so: bytes acked over the time between the first and the last ACK of
- * the flight (4 segments at least; an ACK that came much later than the train's pace, a
- * delayed ACK or one after a loss, ends the train) is that rate. */
+ * toward a client network (struct spand_active_key: the fixed network, or the socket's
+ * SPAND_POLICY_OWN_NET prefix when that is the longer one, so that a reading never spans two
+ * map prefixes and the agent, which credits it to the map prefix holding it, keeps one reading
+ * per fixed network), the largest since the agent last took the entry. A flight sent back to back
+ * reaches the client at the bottleneck's rate, and its ACKs come back spaced so: bytes acked over
+ * the time between the first and the last ACK of the flight (4 segments at least; an ACK that came
+ * much later than the train's pace, a delayed ACK or one after a loss, ends the train) is that
+ * rate. */
 struct spand_rate_reading {
   spand_u64 rate_bytes_per_s;
   spand_u32 trains;
@@ -144,10 +153,17 @@ struct spand_policy {
   spand_u64 path_rate_bytes_per_s; /* the bottleneck rate the room is read at */
   spand_u32 queue_room_us;         /* the largest queueing delay seen: the buffer in time */
   spand_u32 min_gain_segments;     /* the smallest first window that saves a round */
+  /* With SPAND_POLICY_OWN_NET: the length of the policy's own prefix in the IPv4-mapped space
+   * (its key's prefixlen without the port: 96 + 16 for an IPv4 /16). */
+  spand_u32 net_len;
+  spand_u32 reserved;
 };
 
-/* prefix_active's key: the client address masked to the agent's prefix length. */
+/* prefix_active's and prefix_rate's key: a client network, the client address masked to `len`
+ * bits: the agent's fixed prefix length (96 + prefix_len_v4 for an IPv4 socket, prefix_len_v6
+ * for an IPv6 one), or a SPAND_POLICY_OWN_NET policy's net_len. */
 struct spand_active_key {
+  spand_u32 len;     /* bits of data that count, in the IPv4-mapped space */
   spand_u8 data[16]; /* IPv4-mapped for IPv4 */
 };
 
@@ -167,6 +183,8 @@ struct spand_sock_state {
   spand_u64 train_rate;         /* bytes per second over the train so far */
   spand_u32 unclass_mark;       /* snd_nxt when the first window was acked */
   spand_u32 train_pacing;       /* the kernel's pacing rate (B/s) at the flight's first ACK */
+  spand_u32 net_len;            /* the policy's net_len, with SPAND_POLICY_OWN_NET in flags */
+  spand_u32 reserved;
 };
 
 /* stats array indices (per-CPU counters read by the agent and the tests) */

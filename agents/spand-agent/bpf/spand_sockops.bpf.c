@@ -45,7 +45,8 @@ const volatile __u32 spand_have_tune_ports = 0;
 __u32 spand_any_port_policies = 0;
 /* Whether the agent installed the HTB pacing classes (agent.pace_devices; spand_maps.h). */
 const volatile __u32 spand_pace_htb = 0;
-/* The agent's prefix lengths: prefix_active counts first windows per client network. */
+/* The agent's prefix lengths: prefix_active counts first windows per client network (unless the
+ * policy names its own, SPAND_POLICY_OWN_NET). */
 const volatile __u32 spand_v4_prefix_len = 24;
 const volatile __u32 spand_v6_prefix_len = 48;
 /* Time the first flight's ACK train of every connection (prefix_rate). */
@@ -129,65 +130,95 @@ static __always_inline void fill_addr(struct bpf_sock_ops* skops, struct spand_p
   }
 }
 
-/* The client's network as prefix_active's key. */
-static __always_inline void active_key(struct bpf_sock_ops* skops, struct spand_active_key* k) {
-  __u32 len;
-  int i;
+/* The agent's fixed client network of the socket, in bits of the IPv4-mapped address. */
+static __always_inline __u32 fixed_net_len(struct bpf_sock_ops* skops) {
+  if (skops->family == SPAND_AF_INET)
+    return 96 + (spand_v4_prefix_len > 32 ? 32 : spand_v4_prefix_len);
+  return spand_v6_prefix_len > 128 ? 128 : spand_v6_prefix_len;
+}
 
+/* A network-order address word masked to the bits of a `len`-bit prefix that fall in it (the
+ * word starts at bit `bit0`). */
+static __always_inline __u32 mask_word(__u32 be, __u32 len, __u32 bit0) {
+  __u32 keep = len <= bit0 ? 0 : (len - bit0 >= 32 ? 32 : len - bit0);
+
+  return keep == 0 ? 0 : bpf_htonl(bpf_ntohl(be) & (0xffffffffu << (32 - keep)));
+}
+
+/* A client network as prefix_active's (and prefix_rate's) key: the client's IPv4-mapped address
+ * masked to `len` bits (fixed_net_len, or a SPAND_POLICY_OWN_NET policy's net_len). Each
+ * family's context fields are read in a branch of their own, at fixed offsets (the verifier
+ * refuses a context pointer the compiler would step through the words). */
+static __always_inline void net_key(struct bpf_sock_ops* skops, __u32 len,
+                                    struct spand_active_key* k) {
+  __u32 w[4];
+
+  if (len > 128) len = 128;
+  k->len = len;
   if (skops->family == SPAND_AF_INET) {
-    __u32 ip = bpf_ntohl(skops->remote_ip4);
-    len = spand_v4_prefix_len > 32 ? 32 : spand_v4_prefix_len;
-    ip = len == 0 ? 0 : ip & (0xffffffffu << (32 - len));
-    ip = bpf_htonl(ip);
-    k->data[10] = 0xff;
-    k->data[11] = 0xff;
-    __builtin_memcpy(&k->data[12], &ip, 4);
-    return;
-  }
-  __u32 w[4] = {skops->remote_ip6[0], skops->remote_ip6[1], skops->remote_ip6[2],
-                skops->remote_ip6[3]};
-  len = spand_v6_prefix_len > 128 ? 128 : spand_v6_prefix_len;
-  for (i = 0; i < 4; i++) {
-    __u32 keep = len >= 32 ? 32 : len;
-    __u32 host = bpf_ntohl(w[i]);
-    host = keep == 0 ? 0 : host & (0xffffffffu << (32 - keep));
-    w[i] = bpf_htonl(host);
-    len -= keep;
+    __u32 ip = skops->remote_ip4;
+    w[0] = 0;
+    w[1] = 0;
+    w[2] = mask_word(bpf_htonl(0xffffu), len, 64);
+    w[3] = mask_word(ip, len, 96);
+  } else {
+    __u32 w0 = skops->remote_ip6[0], w1 = skops->remote_ip6[1];
+    __u32 w2 = skops->remote_ip6[2], w3 = skops->remote_ip6[3];
+    w[0] = mask_word(w0, len, 0);
+    w[1] = mask_word(w1, len, 32);
+    w[2] = mask_word(w2, len, 64);
+    w[3] = mask_word(w3, len, 96);
   }
   __builtin_memcpy(&k->data[0], w, 16);
 }
 
-/* One more first window toward the socket's network; returns how many are in flight now. */
-static __always_inline __u32 count_in(struct bpf_sock_ops* skops) {
-  struct spand_active_key k = {};
+/* The network a socket with these policy flags (and net_len) counts in: the policy's own prefix
+ * with SPAND_POLICY_OWN_NET, else the fixed one. Its sockets count up and down with the same key:
+ * apply_policy keeps the flag and net_len of the policy it applied in the socket's state (a
+ * shared window with its own network always has state), a socket counted without state (the
+ * state callback's flag, counted_by_flag) has the fixed network. */
+static __always_inline void count_key(struct bpf_sock_ops* skops, __u32 flags, __u32 net_len,
+                                      struct spand_active_key* k) {
+  net_key(skops, (flags & SPAND_POLICY_OWN_NET) ? net_len : fixed_net_len(skops), k);
+}
+
+/* One more first window toward a network; returns how many are in flight now. */
+static __always_inline __u32 count_in(struct spand_active_key* k) {
   __u32 zero = 0;
   __u32* n;
 
-  active_key(skops, &k);
-  n = bpf_map_lookup_elem(&prefix_active, &k);
+  n = bpf_map_lookup_elem(&prefix_active, k);
   if (!n) {
-    bpf_map_update_elem(&prefix_active, &k, &zero, BPF_NOEXIST);
-    n = bpf_map_lookup_elem(&prefix_active, &k);
+    bpf_map_update_elem(&prefix_active, k, &zero, BPF_NOEXIST);
+    n = bpf_map_lookup_elem(&prefix_active, k);
   }
   if (!n) return 1;
   return __sync_fetch_and_add(n, 1) + 1;
 }
 
-/* One first window fewer toward the socket's network. */
+/* One first window fewer toward a network. */
+static __always_inline void count_down_key(struct spand_active_key* k) {
+  __u32* n = bpf_map_lookup_elem(&prefix_active, k);
+
+  if (n && *n > 0) __sync_fetch_and_add(n, -1);
+}
+
+/* ... toward the socket's fixed network (a socket counted without state). */
 static __always_inline void count_down(struct bpf_sock_ops* skops) {
   struct spand_active_key k = {};
-  __u32* n;
 
-  active_key(skops, &k);
-  n = bpf_map_lookup_elem(&prefix_active, &k);
-  if (n && *n > 0) __sync_fetch_and_add(n, -1);
+  net_key(skops, fixed_net_len(skops), &k);
+  count_down_key(&k);
 }
 
 /* The same for a socket whose state says it was counted (once). */
 static __always_inline void count_out(struct bpf_sock_ops* skops, struct spand_sock_state* st) {
+  struct spand_active_key k = {};
+
   if (!(st->flags & SPAND_STATE_COUNTED)) return;
   st->flags &= ~SPAND_STATE_COUNTED;
-  count_down(skops);
+  count_key(skops, st->flags, st->net_len, &k);
+  count_down_key(&k);
 }
 
 /* Without tune ports, the state callback is enabled on a socket only by apply_policy and only
@@ -197,12 +228,19 @@ static __always_inline int counted_by_flag(struct bpf_sock_ops* skops) {
   return !spand_have_tune_ports && (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG);
 }
 
-static __always_inline void record_rate(struct bpf_sock_ops* skops, __u64 rate) {
+/* A train's rate, toward the fixed network or, when the socket's policy has its own network
+ * and that is the longer prefix, toward it (a reading then never spans two map prefixes; a
+ * shorter policy prefix would fold the readings of its fixed networks into one maximum where
+ * the agent keeps each, it credits them to the map prefix itself). */
+static __always_inline void record_rate(struct bpf_sock_ops* skops, struct spand_sock_state* st,
+                                        __u64 rate) {
   struct spand_active_key k = {};
   struct spand_rate_reading fresh = {.rate_bytes_per_s = rate, .trains = 1};
   struct spand_rate_reading* r;
+  __u32 len = fixed_net_len(skops);
 
-  active_key(skops, &k);
+  if ((st->flags & SPAND_POLICY_OWN_NET) && st->net_len > len) len = st->net_len;
+  net_key(skops, len, &k);
   r = bpf_map_lookup_elem(&prefix_rate, &k);
   if (!r) {
     bpf_map_update_elem(&prefix_rate, &k, &fresh, BPF_NOEXIST);
@@ -294,7 +332,7 @@ static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_
      * came in a clump read above it. One that came slower read the bottleneck and counts. */
     count(SPAND_STAT_TRAIN_OWN_PACE);
   } else if (st->train_rate) {
-    record_rate(skops, st->train_rate);
+    record_rate(skops, st, st->train_rate);
     count(SPAND_STAT_TRAIN_RATED);
   }
   st->flags &= ~SPAND_STATE_TRAIN;
@@ -397,7 +435,9 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   __u32 thresh = p->ssthresh_segments;
   __u32 cwnd = p->pacing_cwnd_segments;
   __u32 flags = p->flags;
+  __u32 net_len = p->net_len;
   __u64 rate = p->pacing_rate_bytes_per_s;
+  struct spand_active_key net = {};
   char cc[SPAND_CC_NAME_LEN];
   struct bpf_sock* sk;
   struct spand_sock_state* st;
@@ -449,7 +489,8 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * at or under the kernel's initial window leaves the socket to the kernel (IW10, slow
      * start, unpaced): the lab measured a paced IW10 with ssthresh 10 under 8-way contention
      * at 1.09 of default. The socket stays counted until its first window is acked. */
-    share = count_in(skops);
+    count_key(skops, flags, net_len, &net);
+    share = count_in(&net);
     if (share > 1 && (flags & SPAND_POLICY_SHARE_RATE)) {
       /* Each keeps the whole window, paced at its share of the rate. */
       count(SPAND_STAT_SHARED);
@@ -472,7 +513,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   if (bpf_setsockopt(skops, SPAND_SOL_TCP, TCP_BPF_IW, &v, sizeof(v))) {
     /* Data already left (TCP_BPF_IW needs data_segs_out == 0): leave the socket alone. */
     count(SPAND_STAT_IW_FAILED);
-    if (share) count_down(skops);
+    if (share) count_down_key(&net);
     return;
   }
   if (flags & SPAND_POLICY_SKIP_SS) {
@@ -496,11 +537,12 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
   sk = skops->sk;
   if (!sk) {
     count(SPAND_STAT_STATE_FULL);
-    if (share) count_down(skops);
+    if (share) count_down_key(&net);
     goto out;
   }
   if (rate && clamped && (flags & SPAND_POLICY_CA_EMULATE) && thresh == iw &&
-      ((!share && !spand_measure_trains) || !spand_have_tune_ports)) {
+      ((!share && !spand_measure_trains) || !spand_have_tune_ports) &&
+      !(share && (flags & SPAND_POLICY_OWN_NET))) {
     /* The default policy (clamp, pacing, congestion avoidance emulated) needs no socket state
      * during the first window: on_ack reads the window back from the clamp. State is created
      * once the first window is acked, so a connection that ends within it allocates none.
@@ -508,13 +550,14 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * A socket that has state already (a spand_tune request after an establishment policy)
      * keeps using it. Without tune ports, a shared window is counted by the state callback's
      * flag (counted_by_flag), and a timed train's first ACK of data creates the state as it
-     * would be here (train_state). */
+     * would be here (train_state). A shared window counted in its policy's own network
+     * (SPAND_POLICY_OWN_NET) keeps that network in state: the flag alone cannot say it. */
     st = bpf_sk_storage_get(&sock_state, sk, 0, 0);
   } else {
     st = bpf_sk_storage_get(&sock_state, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
     if (!st) {
       count(SPAND_STAT_STATE_FULL);
-      if (share) count_down(skops);
+      if (share) count_down_key(&net);
       goto out;
     }
   }
@@ -522,6 +565,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     st->phase = SPAND_PHASE_FIRST_WINDOW;
     st->flags = flags | (rate ? SPAND_STATE_PACED : 0) | (share ? SPAND_STATE_COUNTED : 0);
     st->first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
+    st->net_len = net_len;
   }
   bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG |
                                        (share ? BPF_SOCK_OPS_STATE_CB_FLAG : 0));

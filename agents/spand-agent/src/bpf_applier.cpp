@@ -137,8 +137,8 @@ bool BpfApplier::start(std::string& error) {
   skel_->rodata->spand_tune_outgoing = tune_outgoing_ ? 1 : 0;
   skel_->rodata->spand_have_tune_ports = tune_ports_.empty() ? 0 : 1;
   skel_->rodata->spand_pace_htb = pace_htb_ ? 1 : 0;
-  skel_->rodata->spand_v4_prefix_len = v4_prefix_len_;
-  skel_->rodata->spand_v6_prefix_len = v6_prefix_len_;
+  skel_->rodata->spand_v4_prefix_len = networks_.v4_len;
+  skel_->rodata->spand_v6_prefix_len = networks_.v6_len;
   skel_->rodata->spand_measure_trains = measure_trains_ ? 1 : 0;
   if (int err = spand_sockops_bpf__load(skel_); err) {
     error = std::string("cannot load the sock_ops program: ") + std::strerror(-err);
@@ -203,6 +203,7 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   val.prop_rtt_us = p.prop_rtt_us;
   val.path_rate_bytes_per_s = p.path_rate_bytes_per_s;
   val.min_gain_segments = p.min_gain_segments;
+  networks_.mark(p.key.prefix, val);
   if (!p.congestion_control.empty()) {
     val.flags |= SPAND_POLICY_SET_CC;
     std::strncpy(val.cc_name, p.congestion_control.c_str(), sizeof(val.cc_name) - 1);
@@ -275,12 +276,7 @@ std::vector<std::pair<Prefix, uint64_t>> BpfApplier::take_train_rates() {
     if (bpf_map_lookup_and_delete_elem(fd, &k, &r) != 0 &&
         (bpf_map_lookup_elem(fd, &k, &r) != 0 || bpf_map_delete_elem(fd, &k) != 0))
       continue;
-    Prefix p;
-    std::memcpy(p.addr.data(), k.data, 16);
-    static constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    p.v4 = std::memcmp(k.data, kV4Mapped, sizeof(kV4Mapped)) == 0;
-    p.len_bits = static_cast<uint8_t>(p.v4 ? v4_prefix_len_ : v6_prefix_len_);
-    out.emplace_back(p, r.rate_bytes_per_s);
+    out.emplace_back(ProgramNetworks::of_key(k), r.rate_bytes_per_s);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "applier.hpp"
+#include "program_networks.hpp"
 #include "spand_maps.h"
 
 struct spand_sockops_bpf;
@@ -36,13 +37,17 @@ class BpfApplier : public KernelApplier {
 
   // The client network size for counting first windows in flight (before start()).
   void set_prefix_lens(uint32_t v4, uint32_t v6) {
-    v4_prefix_len_ = v4;
-    v6_prefix_len_ = v6;
+    networks_.v4_len = v4;
+    networks_.v6_len = v6;
   }
+  // A prefix map is in use: the program counts a policy's sockets under the policy's prefix
+  // (program_networks.hpp; before start()).
+  void set_per_policy_networks(bool on) { networks_.per_policy = on; }
   // Time first-flight ACK trains of every connection (before start()).
   void set_measure_trains(bool on) { measure_trains_ = on; }
-  // Takes the program's ACK-train rate readings (prefix_rate): each client network with the
-  // largest rate since the last call, in bytes per second.
+  // Takes the program's ACK-train rate readings (prefix_rate): each client network (the fixed
+  // one, or a policy's longer prefix) with the largest rate since the last call, in bytes per
+  // second.
   std::vector<std::pair<Prefix, uint64_t>> take_train_rates();
   // Per-CPU counters of the program summed (SPAND_STAT_*), for logs and metrics.
   std::vector<uint64_t> program_stats() const;
@@ -57,8 +62,7 @@ class BpfApplier : public KernelApplier {
   bool tune_outgoing_;
   bool pace_htb_;  // pacing classes installed (PacingQdiscs): the program selects them
   bool measure_trains_ = false;
-  uint32_t v4_prefix_len_ = 24;
-  uint32_t v6_prefix_len_ = 48;
+  ProgramNetworks networks_;
   std::set<PolicyKey> any_port_keys_;  // port-0 policies in the map (the program's fallback)
   spand_sockops_bpf* skel_ = nullptr;
   ::bpf_link* link_ = nullptr;

@@ -68,6 +68,7 @@ std::optional<int> start_kernel(AgentConfig& cfg, KernelSetup& out) {
       auto b = std::make_unique<BpfApplier>(cfg.cgroup_path, cfg.kernel_hz, tune_ports,
                                             cfg.tune_outgoing, out.pacing != nullptr, cfg.pin_dir);
       b->set_prefix_lens(cfg.prefix_len_v4, cfg.prefix_len_v6);
+      b->set_per_policy_networks(!cfg.prefix_map.empty());
       b->set_measure_trains(cfg.policy.path_rate && cfg.policy.window_rule == WindowRule::kRounds);
       if (b->start(err)) {
         out.bpf = b.get();

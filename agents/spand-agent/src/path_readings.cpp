@@ -34,7 +34,9 @@ void read_paths(const AgentCore& core, PathRates& paths, BpfApplier* bpf, Clock&
   if (bpf) {
     const double now = clock.now_s();
     for (const auto& [bpf_prefix, rate] : bpf->take_train_rates()) {
-      const Prefix prefix = core.key_prefix(bpf_prefix);  // the program keys by /24 (/48)
+      // The program keys a reading by the fixed /24 (/48), or by its policy's prefix when that
+      // is longer: the map prefix holding it is the reading's key here.
+      const Prefix prefix = core.key_prefix(bpf_prefix);
       const uint64_t falls = paths.falls();
       paths.observe_train(prefix, rate, now);
       if (paths.falls() != falls)

@@ -145,18 +145,44 @@ def test_bpf_estimate_sets_window_ssthresh_and_pacing():
 STAT_TRAIN_TIMED, STAT_SHARED = 14, 16
 
 
-def active_windows(prefix_bytes):
-    """prefix_active's count for a client network (the key: its IPv4-mapped address masked to
-    the agent's prefix length), 0 when it has no entry."""
-    key = [0] * 10 + [255, 255] + list(prefix_bytes)
-    dump = json.loads(sh("bpftool -j map dump name prefix_active").stdout)
+def agent_map_id(lab, name):
+    """The id of map `name` of the spand_sockops program attached to the lab's cgroup (another
+    agent on the machine, such as the lab's under its own pin directory, has maps of the same
+    names)."""
+    cache = lab.__dict__.setdefault("map_ids", {})
+    if name not in cache:
+        progs = json.loads(sh("bpftool -j cgroup show %s" % lab.cgroup).stdout)
+        prog_id = next(p["id"] for p in progs if p["name"] == "spand_sockops")
+        prog = json.loads(sh("bpftool -j prog show id %d" % prog_id).stdout)
+        for map_id in prog["map_ids"]:
+            if json.loads(sh("bpftool -j map show id %d" % map_id).stdout)["name"] == name:
+                cache[name] = map_id
+    return cache[name]
+
+
+def active_counts(lab):
+    """prefix_active's entries: {(length in bits of the IPv4-mapped space, 16 address bytes):
+    first windows in flight} (struct spand_active_key in spand_maps.h)."""
+    out = {}
+    dump = json.loads(sh("bpftool -j map dump id %d" % agent_map_id(lab, "prefix_active")).stdout)
     for e in dump:
         f = e.get("formatted", e)
-        k = f["key"]["data"] if isinstance(f["key"], dict) else f["key"]
-        if [int(x, 0) if isinstance(x, str) else x for x in k] == key:
-            v = f["value"]
-            return v if isinstance(v, int) else struct.unpack("<I", bytes(int(x, 16) for x in v))[0]
-    return 0
+        k, v = f["key"], f["value"]
+        if isinstance(k, dict):  # with BTF
+            length, data = k["len"], [int(x, 0) if isinstance(x, str) else x for x in k["data"]]
+        else:
+            raw = bytes(int(x, 16) for x in k)
+            length, data = struct.unpack("<I", raw[:4])[0], list(raw[4:])
+        out[(length, tuple(data))] = (
+            v if isinstance(v, int) else struct.unpack("<I", bytes(int(x, 16) for x in v))[0])
+    return out
+
+
+def active_windows(lab, prefix_bytes, v4_len=24):
+    """prefix_active's count for an IPv4 client network (the key: its IPv4-mapped address masked
+    to the network's length, by default the agent's /24), 0 when it has no entry."""
+    key = (96 + v4_len, tuple([0] * 10 + [255, 255] + list(prefix_bytes)))
+    return active_counts(lab).get(key, 0)
 
 
 def wait_until(what, cond):
@@ -204,7 +230,7 @@ def test_bpf_default_rule_first_window_without_state(trains):
         # 1. A connection held open and never sent to: one first window in flight.
         idle = lab.start(lab.in_cli(["/usr/bin/python3", "-c", IDLE_CLIENT]))
         idle.wait_line(r"^up")
-        wait_until("the held connection's count", lambda: active_windows(net) == 1)
+        wait_until("the held connection's count", lambda: active_windows(lab, net) == 1)
         # 2. A second connection while it is held: the kernel establishes it (the server is
         # busy with the first), it shares the window with the held one (share 2).
         fetch = subprocess.Popen(lab.in_cli(["/usr/bin/python3", "-c",
@@ -213,12 +239,12 @@ def test_bpf_default_rule_first_window_without_state(trains):
                                              "s.connect(('10.77.0.1',%d)); s.sendall(b'%d\\n')\n"
                                              "while s.recv(1<<16): pass\n" % (PORT, SIZE)]))
         wait_until("the second connection's share", lambda: program_stats()[STAT_SHARED] == 1)
-        assert active_windows(net) == 2
+        assert active_windows(lab, net) == 2
         # 3. The held connection resets: its count goes at close (nothing was acknowledged).
         # The second is then served: its count goes at its first window's end.
         assert idle.stop(signal.SIGUSR1) == 0
         assert fetch.wait(timeout=WAIT_S) == 0
-        wait_until("both counts gone", lambda: active_windows(net) == 0)
+        wait_until("both counts gone", lambda: active_windows(lab, net) == 0)
         # 4. Alone: share 1, the agent's window (tcp_probe at the first ACK of data: cwnd and
         # ssthresh are the clamp, the initial window), pacing lifted after it.
         lab.probe_start(PORT)
@@ -230,7 +256,7 @@ def test_bpf_default_rule_first_window_without_state(trains):
         # 5. A response smaller than the window: the first window never ends, the count goes
         # at close.
         lab.fetch("10.77.0.1", PORT, 3 * MSS)
-        wait_until("the short transfer's count gone", lambda: active_windows(net) == 0)
+        wait_until("the short transfer's count gone", lambda: active_windows(lab, net) == 0)
         stats = program_stats()
         # Four connections accepted (held, shared, alone, short); each is timed when trains are.
         assert stats.get(STAT_TRAIN_TIMED, 0) == (4 if trains else 0)
@@ -383,6 +409,69 @@ def test_bpf_prefix_map_policy_covers_the_whole_mapped_prefix():
         port = lab.fetch("10.77.0.1", PORT, SIZE)
         cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
         assert cwnd == EXPECTED and ssthresh == EXPECTED
+        assert agent.stop() == 0
+        os.unlink(pmap.name)
+
+
+@pytest.mark.parametrize("trains", [True, False], ids=["trains", "no_trains"])
+def test_bpf_prefix_map_first_windows_share_the_mapped_prefix(trains):
+    """--prefix-map with the default rule's shared windows: the program counts first windows in
+    flight (prefix_active) under the policy's own prefix, the map's 10.77.0.0/16, not per /24.
+    A connection from 10.77.1.2 held open within its first window and one from 10.77.2.2 (two
+    /24s under the one /16) are counted together: the second gets half the /16's window
+    (tcp_probe at its first ACK of data), where a count per /24 gave it the whole window. Both
+    leave the same /16 count again (the held one at close, the other at its first window's
+    end): the shared window keeps its network in socket state, so the count goes back to 0."""
+    with Lab("sao" if trains else "sap") as lab:
+        pmap = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
+        pmap.write("10.77.0.0/16\n")
+        pmap.close()
+        ef = estimates_file([est("10.77.0.0/16")])
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        cfg.write("[policy]\npath_rate = %s\n" % ("true" if trains else "false"))
+        cfg.close()
+        agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
+                                      lab.cgroup, "-f", ef, "-c", cfg.name, "-p",
+                                      "%d:%d" % (PORT, 100_000), "-P", "10.77.1.0/24",
+                                      "--prefix-map", pmap.name]))
+        m = agent.wait_line(r"applied port=8080 prefix=10.77.0.0/16 init_cwnd=(\d+) .*"
+                            r"pacing_Bps=(\d+)")
+        iw, rate = int(m.group(1)), int(m.group(2))
+        # Half the window must still be a window of the agent's (above IW10), or the share
+        # would leave the socket to the kernel's IW10 and ssthresh.
+        assert rate > 0 and iw // 2 > 10, (iw, rate)
+        start_server(lab)
+        lab.probe_start(PORT)
+        # 1. Held open from 10.77.1.2, never sent to: one first window in flight.
+        idle = lab.start(lab.in_cli(["/usr/bin/python3", "-c", IDLE_CLIENT]))
+        idle.wait_line(r"^up")
+        wait_until("the held connection's count", lambda: sum(active_counts(lab).values()) == 1)
+        # 2. From 10.77.2.2, another /24: the kernel establishes it while the server is busy
+        # with the held one; counted in the same /16, it shares (share 2).
+        code = ("import socket\n"
+                "s=socket.socket(); s.bind(('10.77.2.2',0)); s.connect(('10.77.0.1',%d))\n"
+                "print(s.getsockname()[1], flush=True)\n"
+                "s.sendall(b'%d\\n')\n"
+                "while s.recv(1<<16): pass\n" % (PORT, SIZE))
+        second = lab.start(lab.in_cli(["/usr/bin/python3", "-c", code]))
+        port = int(second.wait_line(r"^(\d+)$").group(1))
+        wait_until("the second connection's share", lambda: program_stats()[STAT_SHARED] == 1)
+        # One count, the /16's: 10.77.0.0 masked to 96 + 16 bits, no /24 entry.
+        assert active_counts(lab) == {(96 + 16, tuple([0] * 10 + [255, 255, 10, 77, 0, 0])): 2}
+        # 3. The held connection resets (its count goes at close), then the second is served
+        # (its count goes at its first window's end): both from the /16's count.
+        assert idle.stop(signal.SIGUSR1) == 0
+        assert second.p.wait(timeout=WAIT_S) == 0
+        wait_until("both counts gone", lambda: active_windows(lab, (10, 77, 0, 0), 16) == 0)
+        assert sum(active_counts(lab).values()) == 0
+        # The second's first window: half the /16's window, ssthresh (the clamp) at it.
+        cwnd, ssthresh, _ = first_flight(lab.probe_events(), port)
+        print("prefix map share: policy iw=%d, second connection cwnd=%d ssthresh=%d"
+              % (iw, cwnd, ssthresh))
+        assert (cwnd, ssthresh) == (iw // 2, iw // 2)
+        stats = program_stats()
+        assert stats[STAT_SHARED] == 1
+        assert stats[STAT_STATE_FULL] == 0
         assert agent.stop() == 0
         os.unlink(pmap.name)
 
