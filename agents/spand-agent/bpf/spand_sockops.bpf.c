@@ -690,6 +690,13 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
                             skops->bpf_sock_ops_cb_flags & ~BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG);
   /* A request carries the deadline of the policy it was computed from. */
   if (expired(&req)) return;
+  /* An establishment policy may have counted the socket among the first windows in flight
+   * (with tune ports a counted socket has state): the request's policy counts it again, so
+   * the first count goes back first (else one count per tuned socket stayed for good). */
+  if (skops->sk) {
+    struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
+    if (st) count_out(skops, st);
+  }
   apply_policy(skops, &req);
   count(SPAND_STAT_TUNE_APPLIED);
 }

@@ -551,6 +551,35 @@ def test_spand_tune_two_sizes_two_windows():
         agent.stop()
 
 
+def test_spand_tune_request_after_a_shared_first_window_counts_it_once():
+    """A tune port under the default rule (rounds, shared first windows): establishment's policy
+    counts the socket among the first windows in flight toward its network (prefix_active), then
+    the socket's spand_tune request applies a policy of its own before the first data. The
+    socket must stay counted once: after the transfers nothing is left counted (the request's
+    policy used to count it a second time, and one count per tuned socket stayed for good)."""
+    with Lab("sat") as lab:
+        ef = estimates_file([est("10.77.1.0/24")])
+        cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+        cfg.write("[[port]]\nport = %d\nresponse_bytes = %d\ntune = true\n" % (PORT, 100_000))
+        cfg.close()
+        agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
+                                      lab.cgroup, "-f", ef, "-c", cfg.name, "-P",
+                                      "10.77.1.0/24"]))
+        agent.wait_line(r"applied port=8080 prefix=10.77.1.0/24")
+        srv = start_server(lab, tune=True)
+        before = program_stats()
+        for size in (60_000, 100_000, 100_000):
+            port = lab.fetch("10.77.0.1", PORT, size)
+            m = srv.wait_line(r"tune port=%d rc=(-?\d+)" % port)
+            assert int(m.group(1)) == 0
+        stats = program_stats()
+        # Each connection went through both policies (3 establishments, 3 requests applied).
+        assert stats[1] - before[1] >= 6 and stats[8] - before[8] == 3, (before, stats)
+        wait_until("the tuned sockets' counts gone",
+                   lambda: active_windows(lab, (10, 77, 1, 0)) == 0)
+        assert agent.stop() == 0
+
+
 def test_restart_is_idempotent_and_exit_removes_everything():
     with Lab("sa6") as lab:
         ef = estimates_file([est("10.77.1.0/24")])
