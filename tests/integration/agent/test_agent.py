@@ -204,6 +204,22 @@ IDLE_CLIENT = ("import signal,socket,struct\n"
                "s.close()\n" % PORT)
 
 
+def default_rule_agent(lab, estimate, trains, *args):
+    """spand-agent in BPF mode under the default rule (rounds, shared first windows; ACK trains
+    timed or not) with one estimate for `estimate`, a 100 KB response on PORT and 10.77.1.0/24
+    watched; returns the agent and the match of its `applied` line (init_cwnd, pacing_Bps)."""
+    ef = estimates_file([est(estimate)])
+    cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
+    cfg.write("[policy]\npath_rate = %s\n" % ("true" if trains else "false"))
+    cfg.close()
+    agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
+                                  lab.cgroup, "-f", ef, "-c", cfg.name, "-p",
+                                  "%d:%d" % (PORT, 100_000), "-P", "10.77.1.0/24", *args]))
+    m = agent.wait_line(r"applied port=8080 prefix=%s init_cwnd=(\d+) .*pacing_Bps=(\d+)"
+                        % re.escape(estimate))
+    return agent, m
+
+
 @pytest.mark.parametrize("trains", [True, False], ids=["trains", "no_trains"])
 def test_bpf_default_rule_first_window_without_state(trains):
     """The default rule (rounds, shared windows, ACK trains timed) with its paced, clamped first
@@ -211,15 +227,7 @@ def test_bpf_default_rule_first_window_without_state(trains):
     flight toward the client network (prefix_active) goes up at establishment and down at the
     first window's end or at close, whichever comes first, and the window is the agent's."""
     with Lab("sae" if trains else "saf") as lab:
-        ef = estimates_file([est("10.77.1.0/24")])
-        cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-        cfg.write("[policy]\npath_rate = %s\n" % ("true" if trains else "false"))
-        cfg.close()
-        agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
-                                      lab.cgroup, "-f", ef, "-c", cfg.name, "-p",
-                                      "%d:%d" % (PORT, 100_000), "-P", "10.77.1.0/24"]))
-        m = agent.wait_line(r"applied port=8080 prefix=10.77.1.0/24 init_cwnd=(\d+) .*"
-                            r"pacing_Bps=(\d+)")
+        agent, m = default_rule_agent(lab, "10.77.1.0/24", trains)
         # (100 KB, 70 segments: the rule applies a window that saves a round over slow start
         # from 10, e.g. 40 + 30 = 2 rounds against 10 + 20 + 40 = 3; at 200 KB it would not.)
         iw, rate = int(m.group(1)), int(m.group(2))
@@ -426,16 +434,7 @@ def test_bpf_prefix_map_first_windows_share_the_mapped_prefix(trains):
         pmap = tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False)
         pmap.write("10.77.0.0/16\n")
         pmap.close()
-        ef = estimates_file([est("10.77.0.0/16")])
-        cfg = tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False)
-        cfg.write("[policy]\npath_rate = %s\n" % ("true" if trains else "false"))
-        cfg.close()
-        agent = lab.start(lab.in_srv([AGENT, "--metrics", "", "--mode", "bpf", "--cgroup",
-                                      lab.cgroup, "-f", ef, "-c", cfg.name, "-p",
-                                      "%d:%d" % (PORT, 100_000), "-P", "10.77.1.0/24",
-                                      "--prefix-map", pmap.name]))
-        m = agent.wait_line(r"applied port=8080 prefix=10.77.0.0/16 init_cwnd=(\d+) .*"
-                            r"pacing_Bps=(\d+)")
+        agent, m = default_rule_agent(lab, "10.77.0.0/16", trains, "--prefix-map", pmap.name)
         iw, rate = int(m.group(1)), int(m.group(2))
         # Half the window must still be a window of the agent's (above IW10), or the share
         # would leave the socket to the kernel's IW10 and ssthresh.
