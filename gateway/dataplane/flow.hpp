@@ -4,11 +4,7 @@
 // rebased before they overflow); sequence numbers are raw 32-bit and compared modulo 2^32.
 #pragma once
 
-#include <array>
-#include <bit>
-#include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "dataplane/flow_record.hpp"
 #include "dataplane/packet.hpp"
@@ -47,11 +43,6 @@ struct FlowKey {
            hi_addr == o.hi_addr;
   }
 };
-
-// Both addresses IPv4-mapped (::ffff:a.b.c.d): true for every IPv4 packet's key.
-inline bool key_is_v4(const FlowKey& k) {
-  return k.lo_addr.is_v4() && k.hi_addr.is_v4();
-}
 
 // Builds the canonical key of a packet; `src_is_lo` tells which side sent it.
 FlowKey make_key(const ParsedPacket& p, bool& src_is_lo);
@@ -147,28 +138,31 @@ struct alignas(64) LossState {
 };
 static_assert(sizeof(LossState) == 128);
 
-// One direction's sender, as seen from the monitor: what the common packet of a connection
-// reads or writes (an in-order data segment or an ACK of an established connection). What only
-// the handshake, the first data segment, a loss or the record need is in the flow's fifth line
-// (HalfCold); what only a direction in loss needs, in its LossState.
+// One direction's sender, as seen from the monitor: what every packet of a connection reads or
+// writes. Rare state is in its LossState.
 struct HalfFlow {
   // Totals.
   uint64_t bytes = 0;  // payload bytes, resends included (capture copies not)
   uint64_t rtt_sum_us = 0;
 
   // Sequence space.
-  uint32_t snd_max = 0;    // highest sequence sent + 1
-  uint32_t snd_una = 0;    // highest cumulative ACK from the peer
+  uint32_t isn = 0;      // first sequence number (SYN, or first segment when picked up mid-stream)
+  uint32_t snd_max = 0;  // highest sequence sent + 1
+  uint32_t snd_una = 0;  // highest cumulative ACK from the peer
   uint32_t round_end = 0;  // snd_max at the start of the current round (one flight)
   uint32_t timed_end = 0;  // Karn: end of the segment being timed for a data-to-ACK sample
   uint32_t ts_val = 0;     // TSval being timed for an echo sample
   uint32_t last_seq = 0;   // seq of the last data segment (capture-duplicate detection)
 
   // Times, microseconds relative to the flow's base.
+  // Handshake: in kC2S the client's newest SYN (a resent one restarts the timer), in kS2C the
+  // first SYN-ACK.
+  uint32_t syn_us = 0;
   uint32_t timed_us = 0;
   uint32_t ts_us = 0;
   uint32_t last_send_us = 0;
   uint32_t last_progress_us = 0;  // last ACK of new data (the retransmission timer's restart)
+  uint32_t first_data_us = 0;
   uint32_t last_data_us = 0;
 
   uint32_t packets = 0;
@@ -184,12 +178,15 @@ struct HalfFlow {
   uint32_t loss = 0;  // this direction's LossState in the tracker's pool (0: none yet)
   uint16_t ssthresh_seg = 0xffff;
   uint16_t smss = 0;              // sender segment size in bytes (options excluded)
+  uint16_t mss_opt = 0;           // MSS option this side announced
   uint16_t round_flight_seg = 0;  // largest flight in the current round
   uint16_t max_flight_seg = 0;
 
   uint16_t max_ip_id = 0;  // newest IPv4 ID this sender used (capture-duplicate detection)
   uint16_t last_sig = 0;   // fold of ack/len/window of the last data segment
   uint16_t flags = 0;
+  uint8_t wscale = 0xff;
+  uint8_t wc_count = 0;  // W_c samples taken (saturating)
   CcState cc : 2 = CcState::kSlowStart;
   // Duplicate ACKs in a row, saturating at kMaxDupacks (the tracker only asks for 0, >= 1, >= 3).
   static constexpr uint8_t kMaxDupacks = 7;
@@ -201,56 +198,22 @@ struct HalfFlow {
   // A gap of the LossState may be open (set with each gap, cleared when ACKs closed them all):
   // an ACK reads the LossState only then, not on every ACK after the direction's first loss.
   uint8_t gaps_open : 1 = 0;
-  // smss is at the cap the peer's MSS option sets (non-zero): a longer segment (a GRO
-  // super-segment) cannot change it, so the cap (HalfCold::mss_opt, the fifth line) is not read.
-  uint8_t smss_at_cap : 1 = 0;
   // Slow start: clean sends in a row that brought the flight back to its largest so far
   // without passing it (saturating); see Tracker::bound_cwnd_by_flight.
   uint8_t ss_flat_sends = 0;
 };
-static_assert(sizeof(HalfFlow) == 112);
-
-// One direction's part of the flow's fifth line: written by the handshake, the first data
-// segment and losses, read by the record.
-struct HalfCold {
-  uint32_t isn = 0;  // first sequence number (SYN, or first segment when picked up mid-stream)
-  // Handshake: in kC2S the client's newest SYN (a resent one restarts the timer), in kS2C the
-  // first SYN-ACK. Relative to the flow's base.
-  uint32_t syn_us = 0;
-  uint32_t first_data_us = 0;
-  uint16_t mss_opt = 0;  // MSS option this side announced
-  uint8_t wscale = 0xff;
-  uint8_t wc_count = 0;  // W_c samples taken (saturating)
-};
-static_assert(sizeof(HalfCold) == 16);
+static_assert(sizeof(HalfFlow) == 128);
 
 constexpr uint8_t kCloseNone = 7;
 
 enum class FlowPhase : uint8_t { kSynOnly = 0, kEstablished = 1, kClosing = 2 };
 
-// Which packets of a flow need its fifth line besides SYN, FIN and RST, kept in its table slot
-// (FlowTable::set_cold_hints()) so that the worker knows before the flow is read
-// (Tracker::cold_hints() says when). Bits above any flow index (FlowTable::kMaxCapacity).
-enum ColdHint : uint32_t {
-  kColdAnyPacket = 1u << 31,   // the handshake's ACK or a first segment may come
-  kColdDataPacket = 1u << 30,  // a side has sent no data yet: a data segment writes first_data_us
-};
-
-// Aligned to cache lines, and a whole number of them: five lines. The first four (hot) hold
-// what the common packet reads and writes, an in-order data segment or an ACK of an
-// established connection: the key's last address words and ports, the clock, the roles and both
-// directions' HalfFlows. The fifth (cold) holds what the handshake, a connection's first data
-// segment of each side, a loss, an IPv6 key and the record need; the worker prefetches it only
-// for a packet that may touch it (FlowTable::prefetch_flow(): SYN, FIN, RST, a key that is not
-// IPv4-mapped, and the hints the slot keeps from cold_hints()).
+// Aligned to cache lines, and a whole number of them, so that a flow spans no line it does not
+// use: the worker prefetches all of them per packet. Five lines: the shared part, then 128 bytes
+// per direction.
 struct alignas(64) Flow {
-  // The key (canonical: `lo` sorts before `hi`): the last four bytes of each address and the
-  // ports here; the first twelve bytes of each address, for a key that is not IPv4-mapped, in
-  // the fifth line (an IPv4-mapped key's are ::ffff, and left zero there).
-  uint32_t lo_tail = 0;
-  uint32_t hi_tail = 0;
-  uint16_t lo_port = 0;
-  uint16_t hi_port = 0;
+  // First cache line: what a lookup and the timeout sweep read (key, phase, last_ns).
+  FlowKey key;
   uint16_t vlan = 0;
   FlowPhase phase : 2 = FlowPhase::kSynOnly;
   uint8_t close_kind : 3 = kCloseNone;  // CloseReason once FIN/RST seen
@@ -264,71 +227,14 @@ struct alignas(64) Flow {
   // sent data. A lone ACK (a spoofed flood) never is: such flows are evicted first and never
   // displace a verified one (FlowTable::insert).
   uint8_t verified : 1 = 0;
-  uint8_t key_v4 : 1 = 0;  // both addresses IPv4-mapped: the key is whole in the first line
-  uint64_t base_ns = 0;    // time of the first packet; relative times count from here
-  uint64_t last_ns = 0;    // time of the newest packet
-  HalfFlow half[2];        // indexed by Dir
-
-  // Fifth line (cold).
-  uint8_t lo_head[12]{};
-  uint8_t hi_head[12]{};
+  uint64_t base_ns = 0;  // time of the first packet; relative times count from here
+  uint64_t last_ns = 0;  // time of the newest packet
   int32_t syn_synack_us = -1;
   int32_t synack_ack_us = -1;
-  HalfCold cold[2];  // indexed by Dir
+  HalfFlow half[2];  // indexed by Dir
 
   HalfFlow& h(Dir d) { return half[static_cast<int>(d)]; }
-  const HalfFlow& h(Dir d) const { return half[static_cast<int>(d)]; }
-  HalfCold& c(Dir d) { return cold[static_cast<int>(d)]; }
-  const HalfCold& c(Dir d) const { return cold[static_cast<int>(d)]; }
-
-  void set_key(const FlowKey& k) {
-    key_v4 = key_is_v4(k);
-    std::memcpy(&lo_tail, k.lo_addr.bytes.data() + 12, 4);
-    std::memcpy(&hi_tail, k.hi_addr.bytes.data() + 12, 4);
-    lo_port = k.lo_port;
-    hi_port = k.hi_port;
-    if (!key_v4) {
-      std::memcpy(lo_head, k.lo_addr.bytes.data(), 12);
-      std::memcpy(hi_head, k.hi_addr.bytes.data(), 12);
-    }
-  }
-  // Whether this flow's key is `k`; reads the fifth line only for a key that is not
-  // IPv4-mapped (`k_v4`: key_is_v4(k)).
-  bool key_is(const FlowKey& k, bool k_v4) const {
-    uint32_t lo, hi;
-    std::memcpy(&lo, k.lo_addr.bytes.data() + 12, 4);
-    std::memcpy(&hi, k.hi_addr.bytes.data() + 12, 4);
-    if (lo != lo_tail || hi != hi_tail || k.lo_port != lo_port || k.hi_port != hi_port ||
-        k_v4 != bool(key_v4))
-      return false;
-    return k_v4 || (std::memcmp(lo_head, k.lo_addr.bytes.data(), 12) == 0 &&
-                    std::memcmp(hi_head, k.hi_addr.bytes.data(), 12) == 0);
-  }
-  IpAddr lo_addr() const { return addr(lo_head, lo_tail); }
-  IpAddr hi_addr() const { return addr(hi_head, hi_tail); }
-
- private:
-  // Built in a vector register and stored whole: an address written in parts and then copied
-  // as 16 bytes (into a sample, a record) stalls on store forwarding (base_sample() took 4 % of
-  // the worker's time through DPDK built that way).
-  IpAddr addr(const uint8_t* head, uint32_t tail) const {
-    using Words = uint32_t __attribute__((vector_size(16)));
-    static constexpr uint32_t kMappedWord = std::bit_cast<uint32_t>(
-        std::array<uint8_t, 4>{0, 0, 0xff, 0xff});  // bytes 8-11 of ::ffff:a.b.c.d
-    Words v;
-    if (key_v4) {
-      v = Words{0, 0, kMappedWord, tail};
-    } else {
-      uint32_t w[3];
-      std::memcpy(w, head, 12);
-      v = Words{w[0], w[1], w[2], tail};
-    }
-    IpAddr a;
-    std::memcpy(a.bytes.data(), &v, 16);
-    return a;
-  }
 };
 static_assert(sizeof(Flow) == 320);
-static_assert(offsetof(Flow, lo_head) == 256, "the hot part is the first four lines");
 
 }  // namespace spand

@@ -7,7 +7,7 @@
 namespace spand {
 
 FlowTable::FlowTable(uint32_t capacity, uint32_t prefault_flows)
-    : capacity_(std::clamp(capacity, 1u, kMaxCapacity)),
+    : capacity_(capacity < 1 ? 1 : capacity),
       // Load factor at most 0.8 keeps linear-probe chains short.
       slots_(capacity_ + capacity_ / 4 + 2),
       table_(static_cast<Slot*>(map_zeroed(size_t(slots_) * sizeof(Slot),
@@ -26,11 +26,11 @@ uint32_t FlowTable::pick_victim(uint32_t hash, bool syn_newcomer) const {
   for (uint32_t steps = 0; seen < kEvictWindow && steps < slots_; ++steps, i = next(i)) {
     if (table_[i].tag == kEmpty) continue;  // full table: empty slots are rare, skip over them
     ++seen;
-    const Flow& f = pool_.at(table_[i].flow());
+    const Flow& f = pool_.at(table_[i].flow);
     const int rank = f.phase == FlowPhase::kSynOnly ? 0 : f.verified ? 2 : 1;
     if (!syn_newcomer && rank != 1) continue;
     if (best == UINT32_MAX || rank < best_rank ||
-        (rank == best_rank && f.last_ns < pool_.at(table_[best].flow()).last_ns)) {
+        (rank == best_rank && f.last_ns < pool_.at(table_[best].flow).last_ns)) {
       best = i;
       best_rank = rank;
     }
@@ -42,14 +42,14 @@ uint32_t FlowTable::slot_of(const Flow& f, uint32_t hash) const {
   // The flow's probe run from its home slot holds it: found without comparing keys.
   const uint32_t index = pool_.index_of(f);
   uint32_t i = home(tag_of(hash));
-  while (table_[i].flow() != index || table_[i].tag == kEmpty) i = next(i);
+  while (table_[i].flow != index || table_[i].tag == kEmpty) i = next(i);
   return i;
 }
 
 void FlowTable::erase_slot(uint32_t i) {
   // Backward-shift deletion: pull later members of the probe run into the hole so lookups never
   // stop early at it.
-  pool_.give_back(table_[i].flow());
+  pool_.give_back(table_[i].flow);
   uint32_t hole = i;
   for (uint32_t j = next(i);; j = next(j)) {
     if (table_[j].tag == kEmpty) break;

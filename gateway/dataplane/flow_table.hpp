@@ -3,11 +3,10 @@
 // tombstones). Never allocates after construction; one owner thread, no locks.
 //
 // Memory follows the load: the slot array is small (8 B per slot, 1.25 slots per connection of
-// capacity) and the flows themselves (320 B each: four hot lines, one cold) live in a StatePool
-// that commits only the most ever in use at once, so a replay of 50,000 connections costs 50,000
-// flows whatever the capacity. The slots keep the geometry of a table with one flow per slot (the
-// same home slots, probe runs, sweep order and victims), so the table's outputs do not depend on
-// where flows are stored.
+// capacity) and the flows themselves (320 B each) live in a StatePool that commits only the most
+// ever in use at once, so a replay of 50,000 connections costs 50,000 flows whatever the capacity.
+// The slots keep the geometry of a table with one flow per slot (the same home slots, probe runs,
+// sweep order and victims), so the table's outputs do not depend on where flows are stored.
 //
 // Full-table policy: the table refuses to grow past `capacity` live flows. A new connection then
 // evicts the least recently seen flow among the first kEvictWindow occupied slots of its probe
@@ -31,8 +30,6 @@ namespace spand {
 class FlowTable {
  public:
   static constexpr uint32_t kEvictWindow = 8;
-  // Flow indexes stay below the ColdHint bits that share their slot word.
-  static constexpr uint32_t kMaxCapacity = (1u << 30) - 2;
 
   // `prefault_flows`: flows whose memory is committed now, and kept committed that far ahead of
   // the most ever in use by commit_ahead() (a live port: no page fault on the packet path); the
@@ -56,54 +53,34 @@ class FlowTable {
   // The slot where the probe for `hash` starts: the worker computes it once per packet and
   // hands it to prefetch(), prefetch_flow() and find().
   uint32_t home_of(uint32_t hash) const { return home(tag_of(hash)); }
-  Flow* find(const FlowKey& key, uint32_t hash) {
-    return find(key, key_is_v4(key), hash, home_of(hash));
-  }
-  // `key_v4`: key_is_v4(key). `slot`, when given, receives the flow's slot (for set_cold_hints()).
-  Flow* find(const FlowKey& key, bool key_v4, uint32_t hash, uint32_t home_slot,
-             uint32_t* slot = nullptr) {
+  Flow* find(const FlowKey& key, uint32_t hash) { return find(key, hash, home_of(hash)); }
+  Flow* find(const FlowKey& key, uint32_t hash, uint32_t home_slot) {
     const uint32_t tag = tag_of(hash);
     for (uint32_t i = home_slot;; i = next(i)) {
       const Slot s = table_[i];
       if (s.tag == kEmpty) return nullptr;
       if (s.tag == tag) {
-        Flow& f = pool_.at(s.flow());
-        if (f.key_is(key, key_v4)) {
-          if (slot) *slot = i;
-          return &f;
-        }
+        Flow& f = pool_.at(s.flow);
+        if (f.key == key) return &f;
       }
     }
-  }
-  // The ColdHint bits of the flow in `slot` (from find() or insert(), before any other change
-  // to the table): which of its later packets prefetch_flow() brings the fifth line for.
-  void set_cold_hints(uint32_t slot, uint32_t hints) {
-    Slot& s = table_[slot];
-    if ((s.ref & ~kIndexMask) != hints) s.ref = (s.ref & kIndexMask) | hints;
   }
 
   // Starts loading the home slot of `hash` into the cache.
   void prefetch(uint32_t hash) const { prefetch_slot(home_of(hash)); }
   void prefetch_slot(uint32_t home_slot) const { prefetch_line(&table_[home_slot]); }
   // Once the slot is in (prefetch() some packets earlier): starts loading the lines of the flow
-  // whose tag matches, if any: the four hot lines, and the fifth when `cold_hints` (the
-  // ColdHint bits the packet answers to: kColdAnyPacket, with kColdDataPacket for a data
-  // segment; all for a SYN, FIN, RST or a key that is not IPv4-mapped) meet the slot's.
-  void prefetch_flow(uint32_t hash, uint32_t cold_hints = ~0u) const {
-    prefetch_flow(hash, home_of(hash), cold_hints);
-  }
-  void prefetch_flow(uint32_t hash, uint32_t home_slot, uint32_t cold_hints) const {
+  // whose tag matches, if any.
+  void prefetch_flow(uint32_t hash) const { prefetch_flow(hash, home_of(hash)); }
+  void prefetch_flow(uint32_t hash, uint32_t home_slot) const {
     const uint32_t tag = tag_of(hash);
     uint32_t i = home_slot;
     for (int n = 0; n < 4; ++n, i = next(i)) {
       const Slot s = table_[i];
       if (s.tag == kEmpty) return;
       if (s.tag == tag) {
-        const char* line = reinterpret_cast<const char*>(&pool_.at(s.flow()));
-        for (size_t off = 0; off < kHotBytes; off += 64) prefetch_line(line + off);
-        // Without a branch (which way it goes changes from packet to packet): the first line
-        // again when the fifth is not wanted.
-        prefetch_line(line + ((s.ref & cold_hints) ? kHotBytes : 0));
+        const char* line = reinterpret_cast<const char*>(&pool_.at(s.flow));
+        for (size_t off = 0; off < sizeof(Flow); off += 64) prefetch_line(line + off);
         return;
       }
     }
@@ -114,12 +91,11 @@ class FlowTable {
   // is not a SYN (`syn_newcomer` false: e.g. a lone ACK of a flood) and no unverified flow is
   // among the candidates: such a newcomer never displaces a verified or half-open connection.
   template <typename OnEvict>
-  Flow* insert(const FlowKey& key, uint32_t hash, OnEvict&& on_evict, bool syn_newcomer = true,
-               uint32_t* slot = nullptr) {
+  Flow* insert(const FlowKey& key, uint32_t hash, OnEvict&& on_evict, bool syn_newcomer = true) {
     if (size_ >= capacity_) {
       uint32_t victim = pick_victim(hash, syn_newcomer);
       if (victim == UINT32_MAX) return nullptr;
-      on_evict(pool_.at(table_[victim].flow()));
+      on_evict(pool_.at(table_[victim].flow));
       erase_slot(victim);
     }
     const uint32_t tag = tag_of(hash);
@@ -127,9 +103,8 @@ class FlowTable {
     while (table_[i].tag != kEmpty) i = next(i);
     const uint32_t index = pool_.take();  // never 0: at most capacity_ flows are held
     table_[i] = Slot{tag, index};
-    if (slot) *slot = i;
     Flow* f = &pool_.at(index);
-    f->set_key(key);
+    f->key = key;
     ++size_;
     pool_.prefetch_next_for_write();  // for the next insert
     return f;
@@ -151,8 +126,8 @@ class FlowTable {
       prefetch_line(&table_[ahead]);
       uint32_t half = i + kSweepAhead / 2;
       if (half >= slots_) half %= slots_;
-      if (table_[half].tag != kEmpty) pool_.prefetch(table_[half].flow());
-      if (table_[i].tag != kEmpty && fn(pool_.at(table_[i].flow()))) {
+      if (table_[half].tag != kEmpty) pool_.prefetch(table_[half].flow);
+      if (table_[i].tag != kEmpty && fn(pool_.at(table_[i].flow))) {
         erase_slot(i);  // a later flow may shift into slot i: look at i again
         continue;
       }
@@ -168,7 +143,7 @@ class FlowTable {
     while (budget > 0 && size_ > 0) {
       const uint32_t i = cursor_;
       if (table_[i].tag != kEmpty) {
-        fn(pool_.at(table_[i].flow()));
+        fn(pool_.at(table_[i].flow));
         erase_slot(i);  // a later flow may shift into slot i: look at i again
         --budget;
       } else {
@@ -180,12 +155,9 @@ class FlowTable {
 
  private:
   struct Slot {
-    uint32_t tag;  // kEmpty, or the flow's hash with the low bit set
-    uint32_t ref;  // index in pool_, with the flow's ColdHint bits above it
-    uint32_t flow() const { return ref & kIndexMask; }
+    uint32_t tag;   // kEmpty, or the flow's hash with the low bit set
+    uint32_t flow;  // index in pool_
   };
-  static constexpr uint32_t kIndexMask = (1u << 30) - 1;
-  static constexpr size_t kHotBytes = offsetof(Flow, lo_head);
   static constexpr uint32_t kEmpty = 0;
   static constexpr uint32_t kSweepAhead = 16;
   static uint32_t tag_of(uint32_t hash) { return hash | 1u; }  // never kEmpty

@@ -38,29 +38,17 @@ class SpscRing {
   // does not see until publish(). One store to the shared index per burst rather than one per
   // value: the consumer's core polls that index, so each store takes its line back from there.
   bool push_unpublished(const T& v) {
-    T* slot = next_slot();
-    if (!slot) return false;
-    *slot = v;
-    commit_unpublished();
-    return true;
-  }
-  // The same in two steps, for a value written in place (no copy through the stack): the slot
-  // the next push takes, or null when the ring is full; commit_unpublished() takes it once the
-  // value is written there.
-  T* next_slot() {
     const size_t head = pending_head_;
     if (head - tail_cache_ > mask_) {
       tail_cache_ = tail_.load(std::memory_order_acquire);
-      if (head - tail_cache_ > mask_) return nullptr;
+      if (head - tail_cache_ > mask_) return false;
     }
-    return &slots_[head & mask_];
-  }
-  void commit_unpublished() {
-    const size_t head = pending_head_;
+    slots_[head & mask_] = v;
     pending_head_ = head + 1;
     // The slot written kWriteAhead values from now: its line was last read by the consumer's
     // core, and a store to it would wait for that line in the store buffer.
     prefetch_line_for_write(&slots_[(head + kWriteAhead) & mask_]);
+    return true;
   }
   void publish() {
     if (pending_head_ != published_head_) {

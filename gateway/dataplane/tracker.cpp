@@ -23,20 +23,16 @@ inline uint16_t fold_sig(const ParsedPacket& p) {
 // The sender's segment size: the receiver's MSS option caps it (minus the timestamp option when
 // in use); below that, the largest segment seen. GRO/TSO super-segments exceed the cap and are
 // counted as several segments.
-inline uint32_t mss_cap(const HalfFlow& sender, uint32_t receiver_mss_opt) {
-  if (receiver_mss_opt == 0) return 0;
+inline uint32_t mss_cap(const HalfFlow& sender, const HalfFlow& receiver) {
+  if (receiver.mss_opt == 0) return 0;
   const uint32_t opt = (sender.flags & kHfTimestamps) ? 12 : 0;
-  return receiver_mss_opt > opt ? receiver_mss_opt - opt : receiver_mss_opt;
+  return receiver.mss_opt > opt ? receiver.mss_opt - opt : receiver.mss_opt;
 }
 
-// Changes smss only for a segment longer than it, or while it is 0: only then is the cap (the
-// peer's MSS option, in the flow's fifth line) read, and not once smss is at the cap.
-inline void learn_segment_size(HalfFlow& h, const HalfCold& peer, uint32_t len) {
-  if (h.smss_at_cap || (len <= h.smss && h.smss != 0)) return;
-  const uint32_t cap = mss_cap(h, peer.mss_opt);
+inline void learn_segment_size(HalfFlow& h, const HalfFlow& peer, uint32_t len) {
+  const uint32_t cap = mss_cap(h, peer);
   if (len > h.smss && (cap == 0 || len <= cap)) h.smss = uint16_t(std::min<uint32_t>(len, 65535));
   if (h.smss == 0 && cap) h.smss = uint16_t(cap);
-  h.smss_at_cap = cap != 0 && h.smss == cap;
 }
 
 // A flow is verified once its handshake completed or both sides sent packets and one of them
@@ -70,10 +66,10 @@ inline void on_fin(Flow& f, HalfFlow& snd) {
 
 // A sender's sequence space starts at its SYN, or at its first segment seen (a connection picked
 // up mid-stream); the first ACK it gets, or its first data when none came, is snd_una.
-inline void start_sequence_space(HalfFlow& h, HalfCold& c, uint32_t seq) {
+inline void start_sequence_space(HalfFlow& h, uint32_t seq) {
   if (!(h.flags & kHfSeqKnown)) {
     h.flags |= kHfSeqKnown;
-    c.isn = seq;
+    h.isn = seq;
     h.snd_max = seq;
     h.round_end = seq;
   }
@@ -83,11 +79,10 @@ inline void start_sequence_space(HalfFlow& h, HalfCold& c, uint32_t seq) {
   }
 }
 
-inline void count_bytes(HalfFlow& h, HalfCold& c, uint32_t seq, uint32_t len, uint16_t sig,
-                        uint32_t now_us) {
+inline void count_bytes(HalfFlow& h, uint32_t seq, uint32_t len, uint16_t sig, uint32_t now_us) {
   h.bytes += len;
   if (len > 0) {
-    if (++h.data_packets == 1) c.first_data_us = now_us;
+    if (++h.data_packets == 1) h.first_data_us = now_us;
     h.last_data_us = now_us;
   }
   h.last_seq = seq;
@@ -102,13 +97,6 @@ void Emitter::sample(const Sample& s) {
     ++counters->ring_full_samples;
     return;
   }
-  if (s.kind == SampleKind::kWc) ++counters->samples_wc;
-  if (s.kind == SampleKind::kRtt) ++counters->samples_rtt;
-  if (s.kind == SampleKind::kDecrease) ++counters->samples_decrease;
-}
-
-void Emitter::commit_sample(const Sample& s) {
-  samples->commit_unpublished();  // visible to the control side once per burst, as sample()
   if (s.kind == SampleKind::kWc) ++counters->samples_wc;
   if (s.kind == SampleKind::kRtt) ++counters->samples_rtt;
   if (s.kind == SampleKind::kDecrease) ++counters->samples_decrease;
@@ -152,16 +140,14 @@ void Tracker::rebase(Flow& f, uint64_t now_ns) {
   const uint64_t shift_us = (now_ns - f.base_ns) / 1000 - 0x1000'0000u;
   auto fix = [shift_us](uint32_t& t) { t = t > shift_us ? uint32_t(t - shift_us) : 0; };
   for (HalfFlow& h : f.half) {
+    fix(h.syn_us);
     fix(h.timed_us);
     fix(h.ts_us);
     fix(h.last_send_us);
     fix(h.last_progress_us);
+    fix(h.first_data_us);
     fix(h.last_data_us);
     if (h.loss) fix(pool_.at(h.loss).sender.last_ack_us);
-  }
-  for (HalfCold& c : f.cold) {
-    fix(c.syn_us);
-    fix(c.first_data_us);
   }
   f.base_ns += shift_us * 1000;
 }
@@ -207,8 +193,8 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
   s.pend = s.seq + s.len;
   s.end = s.pend + ((p.flags & kFin) ? 1 : 0);
 
-  start_sequence_space(h, f.c(d), s.seq);
-  learn_segment_size(h, f.c(opposite(d)), s.len);
+  start_sequence_space(h, s.seq);
+  learn_segment_size(h, f.h(opposite(d)), s.len);
 
   const bool below = seq_lt(s.seq, h.snd_max);
   const bool ipid_ok = p.ip_version == 4 && p.ip_id != 0;
@@ -217,7 +203,7 @@ void Tracker::on_data(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bo
     bump(loss(h).capture_dups);
     return;  // the sender sent it once: nothing else changes
   }
-  count_bytes(h, f.c(d), s.seq, s.len, sig, now_us);
+  count_bytes(h, s.seq, s.len, sig, now_us);
 
   // The retransmission timer starts when data leaves with nothing outstanding (RFC 6298 5.1).
   if (h.snd_max == h.snd_una) h.last_progress_us = now_us;

@@ -40,12 +40,6 @@ struct Emitter {
   SpscRing<FlowRecord>* flows = nullptr;
   WorkerCounters* counters = nullptr;
   void sample(const Sample& s);
-  // A sample written in place: its ring slot (null when the ring is full, counted), then
-  // commit_sample() once it is filled. A Sample built on the stack and copied into the ring
-  // stalled the copy on store forwarding (its fields are written in parts and read back whole):
-  // about 2 % of the worker lcore's time through DPDK.
-  Sample* begin_sample();  // tracker_internal.hpp
-  void commit_sample(const Sample& s);
   void record(const FlowRecord& r);
 };
 
@@ -65,20 +59,6 @@ class Tracker {
 
   // A SYN that starts a new connection on a 4-tuple whose previous connection is over.
   static bool is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_is_lo);
-  // The ColdHint bits of a flow after a packet: which of its next packets besides SYN, FIN and
-  // RST may touch the flow's fifth line. Any packet while the handshake's ACK is awaited
-  // (on_handshake_ack() reads the server's isn and SYN-ACK time) or a side's sequence space is
-  // not started (its isn); a data segment while a side has sent no data (first_data_us; its
-  // segment size, from the peer's MSS option). Rarer reads (a loss's W_c count, a segment
-  // longer than smss, a resend below a picked-up flow's isn, a rebase) come from memory.
-  static uint32_t cold_hints(const Flow& f) {
-    const HalfFlow& a = f.half[0];
-    const HalfFlow& b = f.half[1];
-    const uint32_t any = uint32_t(f.synack_seen & ~f.handshake_done & 1u) |
-                         uint32_t((a.flags & b.flags & kHfSeqKnown) == 0);
-    const uint32_t data = uint32_t(a.data_packets == 0) | uint32_t(b.data_packets == 0);
-    return ((0u - any) & kColdAnyPacket) | ((0u - data) & kColdDataPacket);
-  }
   // Whole segments, as the kernel counts them (it grows cwnd by one after a window of ACKs).
   static uint32_t cwnd_segments(const HalfFlow& h) { return h.cwnd_q16 >> 16; }
 
@@ -107,9 +87,7 @@ class Tracker {
   void count_loss_states();
   // Payload bytes seen for the first time at the monitor.
   uint64_t unique_bytes(HalfFlow& h);
-  // The ring slot of a new sample with the flow's fields filled in, or null
-  // (Emitter::begin_sample).
-  Sample* base_sample(const Flow& f, SampleKind kind);
+  Sample base_sample(const Flow& f, SampleKind kind) const;
   uint32_t rto_us(const HalfFlow& h) const;
   static uint32_t flight_segments(const HalfFlow& h);
 

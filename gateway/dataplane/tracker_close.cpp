@@ -9,10 +9,10 @@ void Tracker::close(Flow& f, CloseReason reason) {
   wc_at_close(f, reason, end_wc);
   FlowRecord r;
   const bool client_lo = f.client_is_lo;
-  r.client = client_lo ? f.lo_addr() : f.hi_addr();
-  r.server = client_lo ? f.hi_addr() : f.lo_addr();
-  r.client_port = client_lo ? f.lo_port : f.hi_port;
-  r.server_port = client_lo ? f.hi_port : f.lo_port;
+  r.client = client_lo ? f.key.lo_addr : f.key.hi_addr;
+  r.server = client_lo ? f.key.hi_addr : f.key.lo_addr;
+  r.client_port = client_lo ? f.key.lo_port : f.key.hi_port;
+  r.server_port = client_lo ? f.key.hi_port : f.key.lo_port;
   r.ip_version = f.ip_v6 ? 6 : 4;
   r.vlan = f.vlan;
   r.handshake_seen = f.handshake;
@@ -26,7 +26,6 @@ void Tracker::close(Flow& f, CloseReason reason) {
   static const LossState kNoLoss{};
   for (Dir d : {Dir::kC2S, Dir::kS2C}) {
     HalfFlow& h = f.h(d);
-    const HalfCold& hc = f.c(d);
     const HalfFlow& peer = f.h(opposite(d));
     const LossState* lp = loss_if_any(h);
     const LossState& l = lp ? *lp : kNoLoss;
@@ -52,13 +51,13 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.rtt_min_us = h.rtt_min_us;
     o.rtt_max_us = h.rtt_max_us;
     o.rtt_sum_us = h.rtt_sum_us;
-    o.mss = hc.mss_opt ? hc.mss_opt : h.smss;
-    o.wscale = hc.wscale;
+    o.mss = h.mss_opt ? h.mss_opt : h.smss;
+    o.wscale = h.wscale;
     o.sack_permitted = (h.flags & kHfSackPermitted) && (peer.flags & kHfSackPermitted);
     o.timestamps = (h.flags & kHfTimestamps) && (peer.flags & kHfTimestamps);
     o.max_flight_segments = h.max_flight_seg;
-    o.wc_count = hc.wc_count;
-    o.wc_kept = std::min<uint8_t>(hc.wc_count, 2);
+    o.wc_count = h.wc_count;
+    o.wc_kept = std::min<uint8_t>(h.wc_count, 2);
     for (int i = 0; i < o.wc_kept; ++i) o.wc_segments[i] = l.wc_first[i];
     if (end_wc[static_cast<int>(d)]) o.wc_segments[0] = end_wc[static_cast<int>(d)];
     o.wc_cwnd_limited_mask =
@@ -66,7 +65,7 @@ void Tracker::close(Flow& f, CloseReason reason) {
     o.md_permille = l.md_permille;
     o.sender = classify_sender(uint32_t(l.loss_fast) + l.loss_timeout, l.sender);
     if (h.data_packets) {
-      o.first_data_ns = f.base_ns + uint64_t(hc.first_data_us) * 1000;
+      o.first_data_ns = f.base_ns + uint64_t(h.first_data_us) * 1000;
       o.last_data_ns = f.base_ns + uint64_t(h.last_data_us) * 1000;
     }
     if (h.loss != 0) {

@@ -83,11 +83,10 @@ void Tracker::end_round(Flow& f, Dir d) {
       if (md > 300 && md < 950) {
         l.md_permille = uint16_t(md);  // the record keeps the last; each one is a sample
         if (d == Dir::kS2C) {
-          if (Sample* s = base_sample(f, SampleKind::kDecrease)) {
-            s->value = uint32_t(md);
-            s->cwnd_limited = true;  // measured on a round that filled the window
-            emit_.commit_sample(*s);
-          }
+          Sample s = base_sample(f, SampleKind::kDecrease);
+          s.value = uint32_t(md);
+          s.cwnd_limited = true;  // measured on a round that filled the window
+          emit_.sample(s);
         }
       }
       h.flags &= ~kHfMdPending;

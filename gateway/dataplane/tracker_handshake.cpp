@@ -24,7 +24,7 @@ bool Tracker::is_new_incarnation(const Flow& f, const ParsedPacket& p, bool src_
   // the connection starts here.
   if (!f.verified && !f.handshake) return true;
   // A SYN with a different initial sequence number from a side that already sent data.
-  return (h.flags & kHfSeqKnown) && p.seq != f.c(d).isn;
+  return (h.flags & kHfSeqKnown) && p.seq != h.isn;
 }
 
 void Tracker::on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo) {
@@ -56,20 +56,18 @@ void Tracker::on_new_flow(Flow& f, const ParsedPacket& p, bool src_is_lo) {
   f.client_is_lo = (src_is_client == src_is_lo);
   f.phase = (p.flags & kSyn) ? FlowPhase::kSynOnly : FlowPhase::kEstablished;
   if (f.handshake && src_is_client) {
-    if (Sample* s = base_sample(f, SampleKind::kNewConnection)) {
-      s->ts_ns = p.ts_ns;
-      emit_.commit_sample(*s);
-    }
+    Sample s = base_sample(f, SampleKind::kNewConnection);
+    s.ts_ns = p.ts_ns;
+    emit_.sample(s);
   }
 }
 
 bool Tracker::on_syn(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, bool old_ip_id) {
   HalfFlow& snd = f.h(d);
-  HalfCold& snd_cold = f.c(d);
   const bool synack = (p.flags & (kSyn | kAck)) == (kSyn | kAck);
   const bool resent_syn = synack ? (snd.flags & kHfSynAckSent) != 0
                                  : (snd.flags & (kHfSynSeen | kHfSynAckSent)) == kHfSynSeen;
-  if (resent_syn && p.seq == snd_cold.isn) {
+  if (resent_syn && p.seq == snd.isn) {
     LossState& l = loss(snd);
     if (old_ip_id) {
       bump(l.capture_dups);
@@ -82,32 +80,28 @@ bool Tracker::on_syn(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, boo
     ++emit_.counters->loss_events[size_t(d)][1];
     bump(l.loss_by_flight[1][0]);  // the SYN was the whole flight
     // The SYN timer ran from the previous SYN (a SYN-ACK: from the previous SYN-ACK).
-    HalfCold& timer = synack ? f.c(Dir::kS2C) : snd_cold;
+    HalfFlow& timer = synack ? f.h(Dir::kS2C) : snd;
     l.timeout_wait_us += now_us - timer.syn_us;
     if (synack) timer.syn_us = now_us;
     if (p.flags & kAck) f.synack_resent = 1;
   }
-  if (p.opt.mss) snd_cold.mss_opt = p.opt.mss;
-  if (p.opt.wscale != 0xff) snd_cold.wscale = p.opt.wscale;
+  if (p.opt.mss) snd.mss_opt = p.opt.mss;
+  if (p.opt.wscale != 0xff) snd.wscale = p.opt.wscale;
   if (p.opt.sack_permitted) snd.flags |= kHfSackPermitted;
   if (p.opt.has_ts) snd.flags |= kHfTimestamps;
-  // Either side's segment cap may have changed (this side's MSS option, its timestamps).
-  f.half[0].smss_at_cap = 0;
-  f.half[1].smss_at_cap = 0;
   if (!(snd.flags & kHfSeqKnown) || !seq_gt(snd.snd_max, p.seq + 1)) {
     snd.snd_max = p.seq + 1;
     snd.round_end = snd.snd_max;
   }
   snd.flags |= kHfSynSeen | kHfSeqKnown | (synack ? kHfSynAckSent : 0);
-  snd_cold.isn = p.seq;
+  snd.isn = p.seq;
   if (!(p.flags & kAck)) {
-    if (d == Dir::kC2S)
-      snd_cold.syn_us = now_us;  // Karn: a resent SYN restarts the handshake timer
+    if (d == Dir::kC2S) snd.syn_us = now_us;  // Karn: a resent SYN restarts the handshake timer
   } else if (!f.synack_seen) {
     f.synack_seen = 1;
-    f.c(Dir::kS2C).syn_us = now_us;  // whichever side sent it (simultaneous open)
-    if (f.h(Dir::kC2S).flags & kHfSynSeen)
-      f.syn_synack_us = int32_t(now_us - f.c(Dir::kC2S).syn_us);
+    f.h(Dir::kS2C).syn_us = now_us;  // whichever side sent it (simultaneous open)
+    const HalfFlow& client = f.h(Dir::kC2S);
+    if (client.flags & kHfSynSeen) f.syn_synack_us = int32_t(now_us - client.syn_us);
   }
   return true;
 }
@@ -115,8 +109,8 @@ bool Tracker::on_syn(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us, boo
 void Tracker::on_rst(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
   // A refused connection: the RST-ACK answers the SYN, one leg of the handshake RTT.
   if (d == Dir::kS2C && (p.flags & kAck) && !f.synack_seen && f.syn_synack_us < 0 &&
-      (f.h(Dir::kC2S).flags & kHfSynSeen) && p.ack == f.c(Dir::kC2S).isn + 1) {
-    f.syn_synack_us = int32_t(now_us - f.c(Dir::kC2S).syn_us);
+      (f.h(Dir::kC2S).flags & kHfSynSeen) && p.ack == f.h(Dir::kC2S).isn + 1) {
+    f.syn_synack_us = int32_t(now_us - f.h(Dir::kC2S).syn_us);
   }
   f.close_kind = uint8_t(CloseReason::kRst);
   f.phase = FlowPhase::kClosing;
@@ -124,9 +118,9 @@ void Tracker::on_rst(Flow& f, Dir d, const ParsedPacket& p, uint32_t now_us) {
 
 void Tracker::on_handshake_ack(Flow& f, const ParsedPacket& p, uint32_t now_us) {
   // Handshake completes: the client's first ACK of the SYN-ACK.
-  if ((p.flags & (kAck | kSyn)) != kAck || p.ack != f.c(Dir::kS2C).isn + 1) return;
+  if ((p.flags & (kAck | kSyn)) != kAck || p.ack != f.h(Dir::kS2C).isn + 1) return;
   f.handshake_done = 1;
-  if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.c(Dir::kS2C).syn_us);
+  if (!f.synack_resent) f.synack_ack_us = int32_t(now_us - f.h(Dir::kS2C).syn_us);
   if (f.phase == FlowPhase::kSynOnly) f.phase = FlowPhase::kEstablished;
   // Legs of up to 35 minutes each fit int32; their sum is taken in 64 bits (it overflowed).
   const int64_t hs = int64_t(f.syn_synack_us) + f.synack_ack_us;

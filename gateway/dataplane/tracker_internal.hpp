@@ -44,12 +44,6 @@ struct Tracker::Segment {
   uint32_t end;   // end in sequence space (a FIN counts one)
 };
 
-inline Sample* Emitter::begin_sample() {
-  Sample* s = samples->next_slot();
-  if (!s) ++counters->ring_full_samples;
-  return s;
-}
-
 inline LossState& Tracker::loss(HalfFlow& h) {
   if (h.loss == 0) {
     h.loss = pool_.take();
@@ -89,19 +83,16 @@ inline uint32_t Tracker::rto_us(const HalfFlow& h) const {
   return h.srtt_us + std::max(cfg_.min_rto_us, 4 * h.rttvar_us);
 }
 
-inline Sample* Tracker::base_sample(const Flow& f, SampleKind kind) {
-  Sample* slot = emit_.begin_sample();
-  if (!slot) return nullptr;
-  Sample& s = *slot;
-  s = Sample{};
+inline Sample Tracker::base_sample(const Flow& f, SampleKind kind) const {
+  Sample s;
   s.ts_ns = f.last_ns;
   s.kind = kind;
   const bool client_lo = f.client_is_lo;
-  s.client = client_lo ? f.lo_addr() : f.hi_addr();
-  s.server = client_lo ? f.hi_addr() : f.lo_addr();
-  s.client_port = client_lo ? f.lo_port : f.hi_port;
-  s.server_port = client_lo ? f.hi_port : f.lo_port;
-  return slot;
+  s.client = client_lo ? f.key.lo_addr : f.key.hi_addr;
+  s.server = client_lo ? f.key.hi_addr : f.key.lo_addr;
+  s.client_port = client_lo ? f.key.lo_port : f.key.hi_port;
+  s.server_port = client_lo ? f.key.hi_port : f.key.lo_port;
+  return s;
 }
 
 }  // namespace spand

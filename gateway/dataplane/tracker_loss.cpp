@@ -68,14 +68,13 @@ void Tracker::note_gap(Flow& f, Dir d, uint32_t seq) {
 void Tracker::on_old_data(Flow& f, Dir d, const Segment& s, uint32_t now_us) {
   HalfFlow& h = f.h(d);
   const uint32_t seq = s.seq, len = s.len, pend = s.pend, end = s.end;
-  uint32_t& isn = f.c(d).isn;  // read only without a SYN (fifth line)
-  if (!(h.flags & kHfSynSeen) && seq_lt(seq, isn)) {
+  if (!(h.flags & kHfSynSeen) && seq_lt(seq, h.isn)) {
     // Picked up mid-stream: bytes below the lowest seen so far are a first sighting too.
     LossState& l = loss(h);
     bump(l.reordered);
-    l.repeat_bytes += len - ((seq_lt(pend, isn) ? pend : isn) - seq);
-    if (seq_lt(end, isn)) add_hole(h, l, end, isn);
-    isn = seq;
+    l.repeat_bytes += len - ((seq_lt(pend, h.isn) ? pend : h.isn) - seq);
+    if (seq_lt(end, h.isn)) add_hole(h, l, end, h.isn);
+    h.isn = seq;
   } else if (const int i = find_hole(loss_if_any(h), seq); i >= 0) {
     // Fills a gap: first sight of these bytes at the monitor (reordering, or upstream loss).
     LossState& l = loss(h);  // the one holding the gap

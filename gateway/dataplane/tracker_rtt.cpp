@@ -33,11 +33,10 @@ void Tracker::rtt_sample(Flow& f, Dir d, uint32_t rtt_us, RttSource src) {
   }
   // Only the server's data (and the handshake) measure the path to the client's network.
   if (d != Dir::kS2C) return;
-  if (Sample* s = base_sample(f, SampleKind::kRtt)) {
-    s->rtt_source = src;
-    s->value = rtt_us;
-    emit_.commit_sample(*s);
-  }
+  Sample s = base_sample(f, SampleKind::kRtt);
+  s.rtt_source = src;
+  s.value = rtt_us;
+  emit_.sample(s);
 }
 
 }  // namespace spand

@@ -53,21 +53,19 @@ void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limi
     if (d == Dir::kS2C) ++emit_.counters->wc_unsound_pickup;
     return;
   }
-  uint8_t& wc_count = f.c(d).wc_count;
-  if (wc_count < 2) {
+  if (h.wc_count < 2) {
     // A loss sample is kept in the LossState its loss took; the end-of-connection one (the
     // only one of a direction that saw no loss) goes into the record in close().
-    if (why != WcReason::kEndOfConnection) loss(h).wc_first[wc_count] = sat16(wc_seg);
-    if (limited) h.flags |= wc_count == 0 ? kHfWcLimited0 : kHfWcLimited1;
+    if (why != WcReason::kEndOfConnection) loss(h).wc_first[h.wc_count] = sat16(wc_seg);
+    if (limited) h.flags |= h.wc_count == 0 ? kHfWcLimited0 : kHfWcLimited1;
   }
-  if (wc_count != UINT8_MAX) ++wc_count;
+  if (h.wc_count != UINT8_MAX) ++h.wc_count;
   if (d != Dir::kS2C) return;  // the window the server's connections get toward the client
-  if (Sample* s = base_sample(f, SampleKind::kWc)) {
-    s->wc_reason = why;
-    s->cwnd_limited = limited;
-    s->value = wc_seg;
-    emit_.commit_sample(*s);
-  }
+  Sample s = base_sample(f, SampleKind::kWc);
+  s.wc_reason = why;
+  s.cwnd_limited = limited;
+  s.value = wc_seg;
+  emit_.sample(s);
 }
 
 }  // namespace spand

@@ -145,8 +145,6 @@ class Worker {
     FlowKey key;
     uint32_t hash;
     uint32_t home;  // the table slot where the key's probe starts (FlowTable::home_of)
-    uint32_t cold;  // the ColdHint bits the packet answers to (cold_hints_of())
-    bool key_v4;    // key_is_v4(key)
     bool src_is_lo;
   };
   Staged staged_[kBurst];
@@ -158,7 +156,7 @@ class Worker {
   // the end of every entry point that tracks packets or closes flows.
   void publish_samples() { samples_->publish(); }
 
-  void track(const ParsedPacket& p, const FlowKey& key, bool key_v4, uint32_t hash, uint32_t home,
+  void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, uint32_t home,
              bool src_is_lo);
   bool expired(const Flow& f) const;
   CloseReason expiry_reason(const Flow& f) const;
