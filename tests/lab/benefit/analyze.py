@@ -245,9 +245,32 @@ def raw_samples(transfers):
     return raw
 
 
+def by_start_order(transfers):
+    """Transfers started together (concurrency > 1), read by their start order within the round:
+    per group, size, concurrency and rank (0 = the round's first to start), the number, the mean
+    response time and the mean of the server's retransmitted segments. In a batch beside a bulk
+    flow the first ones find room in the buffer and the last ones lose their first window."""
+    rounds = {}
+    for t in transfers:
+        if t.get('phase') == 'measure' and t.get('ok') and t.get('concurrency', 1) > 1:
+            rounds.setdefault((t.get('round'), t['size'], t['concurrency']), []).append(t)
+    cells = {}
+    for batch in rounds.values():
+        for rank, t in enumerate(sorted(batch, key=lambda t: t['start_s'])):
+            cells.setdefault((t['group'], t['size'], t['concurrency'], rank), []).append(t)
+    out = []
+    for (group, size, conc, rank), ts in sorted(cells.items()):
+        retrans = [t['total_retrans'] for t in ts if t.get('total_retrans') is not None]
+        out.append({'group': group, 'size': size, 'concurrency': conc, 'rank': rank, 'n': len(ts),
+                    'response_mean_s': round(statistics.fmean(t['response_s'] for t in ts), 6),
+                    'retrans_segs_mean': round(statistics.fmean(retrans), 2) if retrans else None})
+    return out
+
+
 def analyze(outdir, title, path=None):
     transfers = [json.loads(l) for l in open(os.path.join(outdir, 'transfers.jsonl')) if l.strip()]
     summary = summarize(transfers)
+    summary['by_start_order'] = by_start_order(transfers)
     summary['_raw'] = raw_samples(transfers)
     made = plots(outdir, summary, title, path)
     if path:
@@ -281,6 +304,26 @@ def table(summary):
     return '\n'.join(lines)
 
 
+def order_table(summary):
+    """by_start_order as a table: one row per group, size and concurrency, one column per rank
+    (mean response ms / mean retransmitted segments)."""
+    rows = {}
+    for c in summary['by_start_order']:
+        rows.setdefault((c['group'], c['size'], c['concurrency']), {})[c['rank']] = c
+    ranks = max(c['rank'] for c in summary['by_start_order']) + 1
+    lines = ['| group (by start order in the round: ms / resent segments) | size | conc | ' +
+             ' | '.join('#%d' % r for r in range(ranks)) + ' |',
+             '| --- | --- | --- |' + ' --- |' * ranks]
+    for (group, size, conc), by_rank in sorted(rows.items()):
+        cells = []
+        for r in range(ranks):
+            c = by_rank.get(r)
+            cells.append('%.0f / %s' % (c['response_mean_s'] * 1e3, c['retrans_segs_mean'])
+                         if c else '')
+        lines.append('| %s | %d KB | %d | %s |' % (group, size // 1000, conc, ' | '.join(cells)))
+    return '\n'.join(lines)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -291,6 +334,8 @@ def main():
     results['summary'] = analyze(outdir, scenario.get('name', outdir), scenario.get('path'))
     json.dump(results, open(path, 'w'), indent=1)
     print(table(results['summary']))
+    if results['summary']['by_start_order']:
+        print(order_table(results['summary']))
 
 
 if __name__ == '__main__':

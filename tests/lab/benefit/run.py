@@ -860,6 +860,8 @@ def main():
                                              results['scenario']['path'])
         json.dump(results, open(path, 'w'), indent=1, default=str)
         print(analyze.table(results['summary']))
+        if results['summary'].get('by_start_order'):
+            print(analyze.order_table(results['summary']))
         return 0
     if os.geteuid() != 0:
         say('needs root (namespaces, cgroups, BPF)')
@@ -1001,6 +1003,8 @@ def main():
     json.dump(results, open(os.path.join(out, 'results.json'), 'w'), indent=1, default=str)
     if 'summary' in results:
         print(analyze.table(results['summary']))
+        if results['summary'].get('by_start_order'):
+            print(analyze.order_table(results['summary']))
     say(f'results in {out}/results.json (exit {status})')
     return status
 
