@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,15 @@ struct Conn {
   }
   void s(uint32_t seq, uint32_t ack, uint8_t flags, uint32_t len = 0) {
     feed(make(false, seq, ack, flags, len));
+  }
+  // A pure ACK from the client carrying SACK blocks (at most 4, the option's room).
+  void c_sack(uint32_t seq, uint32_t ack, std::initializer_list<SackBlock> blocks) {
+    ParsedPacket p = make(true, seq, ack, kAck);
+    for (const SackBlock& b : blocks) {
+      if (p.opt.sack_count == 4) break;
+      p.opt.sack[p.opt.sack_count++] = b;
+    }
+    feed(p);
   }
 
   std::vector<FlowRecord> finish() {

@@ -230,10 +230,7 @@ TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
   for (int i = 0; i < 4; ++i) k.s(b + i * kMss, kC + 1, kAck, kMss);
   k.wait_us(20'000);
   k.c(kC + 1, b + kMss, kAck);
-  ParsedPacket d = k.make(true, kC + 1, b + kMss, kAck);
-  d.opt.sack_count = 1;
-  d.opt.sack[0] = {b + 2 * kMss, b + 3 * kMss};
-  k.feed(d);
+  k.c_sack(kC + 1, b + kMss, {{b + 2 * kMss, b + 3 * kMss}});
   k.s(b + kMss, kC + 1, kAck, kMss);  // resent at once (SACK loss detection, RFC 6675)
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
@@ -247,10 +244,7 @@ TEST(Tracker, SackRecoveryStartsOnFirstSackedDupack) {
   for (int i = 0; i < 4; ++i) m.s(b + i * kMss, kC + 1, kAck, kMss);
   m.wait_us(20'000);
   m.c(kC + 1, b + kMss, kAck);
-  ParsedPacket e = m.make(true, kC + 1, b + kMss, kAck);
-  e.opt.sack_count = 1;
-  e.opt.sack[0] = {b + 2 * kMss, b + 3 * kMss};
-  m.feed(e);
+  m.c_sack(kC + 1, b + kMss, {{b + 2 * kMss, b + 3 * kMss}});
   m.s(b + kMss, kC + 1, kAck, kMss);
   auto r2 = m.finish();
   ASSERT_EQ(r2.size(), 1u);
@@ -268,22 +262,16 @@ TEST(Tracker, FullAckStillReportingAHoleStartsASecondRecovery) {
   sack_handshake(k);
   const uint32_t b = kS + 1;
   auto seg = [&](uint32_t i) { return b + i * kMss; };
-  auto sack_ack = [&](uint32_t ack, std::vector<SackBlock> blocks) {
-    ParsedPacket p = k.make(true, kC + 1, ack, kAck);
-    p.opt.sack_count = uint8_t(blocks.size());
-    for (size_t i = 0; i < blocks.size(); ++i) p.opt.sack[i] = blocks[i];
-    k.feed(p);
-  };
   for (uint32_t i = 0; i < 8; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // segment 1 is lost
   k.wait_us(20'000);
   k.c(kC + 1, seg(1), kAck);
-  sack_ack(seg(1), {{seg(2), seg(4)}});
+  k.c_sack(kC + 1, seg(1), {{seg(2), seg(4)}});
   k.s(seg(1), kC + 1, kAck, kMss);  // first recovery: recover = seg(8)
   for (uint32_t i = 8; i < 11; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // new data; 8 is lost
-  sack_ack(seg(1), {{seg(9), seg(11)}, {seg(2), seg(8)}});
+  k.c_sack(kC + 1, seg(1), {{seg(9), seg(11)}, {seg(2), seg(8)}});
   k.s(seg(8), kC + 1, kAck, kMss);  // resent within the first recovery
   k.wait_us(20'000);
-  sack_ack(seg(8), {{seg(9), seg(11)}});  // full ACK, hole at 8: the second recovery
+  k.c_sack(kC + 1, seg(8), {{seg(9), seg(11)}});  // full ACK, hole at 8: the second recovery
   k.wait_us(1'000);
   k.c(kC + 1, seg(11), kAck);
   auto recs = k.finish();
@@ -320,10 +308,7 @@ TEST(Tracker, ResendRightAfterAnAckOfNewDataIsNoTimeout) {
     for (uint32_t i = 0; i < 8; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // 1 is lost
     k.wait_us(20'000);
     k.c(kC + 1, seg(1), kAck);
-    ParsedPacket d = k.make(true, kC + 1, seg(1), kAck);
-    d.opt.sack_count = 1;
-    d.opt.sack[0] = {seg(2), seg(8)};
-    k.feed(d);
+    k.c_sack(kC + 1, seg(1), {{seg(2), seg(8)}});
     k.s(seg(1), kC + 1, kAck, kMss);  // first recovery, recover = seg(8)
     k.s(seg(8), kC + 1, kAck, kMss);  // new data during recovery; 8 is lost
     if (!c.last) k.s(seg(9), kC + 1, kAck, kMss);
@@ -356,10 +341,8 @@ TEST(Tracker, DsackMarksTheResendSpurious) {
   k.s(b, kC + 1, kAck, kMss);  // RTO fires although the segment arrived (its ACK was slow)
   k.wait_us(10'000);
   k.c(kC + 1, b + kMss, kAck);
-  ParsedPacket d = k.make(true, kC + 1, b + kMss, kAck);
-  d.opt.sack_count = 1;
-  d.opt.sack[0] = {b, b + kMss};  // below the cumulative ACK: a duplicate was received
-  k.feed(d);
+  k.c_sack(kC + 1, b + kMss,
+           {{b, b + kMss}});  // below the cumulative ACK: a duplicate was received
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].s2c.rexmt_timeout, 1u);
@@ -399,11 +382,8 @@ TEST(Tracker, SackDrivenResendsAfterAnRtoStayInTheTimeoutEvent) {
   k.wait_us(400'000);
   k.s(seg(0), kC + 1, kAck, kMss);  // the RTO
   k.wait_us(20'000);
-  ParsedPacket a = k.make(true, kC + 1, seg(2), kAck);  // 0 and 1 arrived, 2 is a hole
-  a.opt.sack_count = 1;
-  a.opt.sack[0] = {seg(3), seg(6)};
-  k.feed(a);
-  k.s(seg(2), kC + 1, kAck, kMss);  // the hole, resent on SACK information
+  k.c_sack(kC + 1, seg(2), {{seg(3), seg(6)}});  // 0 and 1 arrived, 2 is a hole
+  k.s(seg(2), kC + 1, kAck, kMss);               // the hole, resent on SACK information
   k.wait_us(20'000);
   k.c(kC + 1, seg(6), kAck);
   auto recs = k.finish();
@@ -673,17 +653,11 @@ TEST(Tracker, PipeAtTheFullAckBoundsTheWindowAfterRecovery) {
     sack_handshake(k);
     const uint32_t b = kS + 1;
     auto seg = [&](uint32_t i) { return b + i * kMss; };
-    auto sack_ack = [&](uint32_t ack, SackBlock block) {
-      ParsedPacket p = k.make(true, kC + 1, ack, kAck);
-      p.opt.sack_count = 1;
-      p.opt.sack[0] = block;
-      k.feed(p);
-    };
     // Slow start ends with the loss of segment 0 out of 0..19 (no W_c: not in congestion
     // avoidance); the resend fills the hole and everything is acknowledged.
     for (uint32_t i = 0; i < 20; ++i) k.s(seg(i), kC + 1, kAck, kMss);
     k.wait_us(20'000);
-    for (uint32_t d = 1; d <= 3; ++d) sack_ack(seg(0), {seg(1), seg(1 + d)});
+    for (uint32_t d = 1; d <= 3; ++d) k.c_sack(kC + 1, seg(0), {{seg(1), seg(1 + d)}});
     k.s(seg(0), kC + 1, kAck, kMss);
     k.wait_us(20'000);
     k.c(kC + 1, seg(20), kAck);
@@ -692,7 +666,7 @@ TEST(Tracker, PipeAtTheFullAckBoundsTheWindowAfterRecovery) {
     k.wait_us(20'000);
     uint32_t sent = 0, next = 40;
     for (uint32_t d = 1; d <= 19; ++d) {
-      sack_ack(seg(20), {seg(21), seg(21 + d)});
+      k.c_sack(kC + 1, seg(20), {{seg(21), seg(21 + d)}});
       for (; sent < (d * ssthresh + 19) / 20; ++sent) {
         k.s(sent == 0 ? seg(20) : seg(next++), kC + 1, kAck, kMss);
       }
@@ -700,7 +674,7 @@ TEST(Tracker, PipeAtTheFullAckBoundsTheWindowAfterRecovery) {
     }
     ASSERT_EQ(next, 40 + ssthresh - 1);
     k.wait_us(20'000);
-    sack_ack(seg(40), {seg(41), seg(42)});  // the full ACK, segment 40 missing
+    k.c_sack(kC + 1, seg(40), {{seg(41), seg(42)}});  // the full ACK, segment 40 missing
     k.s(seg(40), kC + 1, kAck, kMss);
     k.wait_us(20'000);
     k.c(kC + 1, seg(next), kAck);
@@ -772,20 +746,14 @@ TEST(Tracker, RetransmissionLostAgainAfterAnRtoCutsTheWindowAgain) {
   k.s(seg(1), kC + 1, kAck, kMss);  // go-back-N
   k.s(seg(2), kC + 1, kAck, kMss);  // lost again
   k.wait_us(20'000);
-  ParsedPacket a = k.make(true, kC + 1, seg(2), kAck);
-  a.opt.sack_count = 1;
-  a.opt.sack[0] = {seg(3), seg(6)};
-  k.feed(a);
+  k.c_sack(kC + 1, seg(2), {{seg(3), seg(6)}});
   k.s(seg(2), kC + 1, kAck, kMss);  // the retransmission resent: the cut
   k.wait_us(20'000);
   k.c(kC + 1, seg(6), kAck);        // full ACK
   k.s(seg(6), kC + 1, kAck, kMss);  // lost
   k.s(seg(7), kC + 1, kAck, kMss);
   k.wait_us(20'000);
-  ParsedPacket d = k.make(true, kC + 1, seg(6), kAck);
-  d.opt.sack_count = 1;
-  d.opt.sack[0] = {seg(7), seg(8)};
-  k.feed(d);
+  k.c_sack(kC + 1, seg(6), {{seg(7), seg(8)}});
   k.s(seg(6), kC + 1, kAck, kMss);  // fast retransmit in congestion avoidance
   k.wait_us(20'000);
   k.c(kC + 1, seg(8), kAck);
