@@ -114,9 +114,13 @@ struct spand_prefix_key {
  * much later than the train's pace, a delayed ACK or one after a loss, ends the train) is that
  * rate. */
 struct spand_rate_reading {
-  spand_u64 rate_bytes_per_s;
+  spand_u64 rate_bytes_per_s; /* 0: only paced trains since the agent last took the entry */
   spand_u32 trains;
-  spand_u32 reserved;
+  /* The largest rate of a first flight spand paced whose ACKs came at its pacing (80 % of it
+   * or faster): not a reading of the bottleneck, only a lower bound of it (the path delivered
+   * at least that); the agent keeps the rate it paced with alive by it (PathRates::confirm).
+   * Bytes per second, saturating at 2^32 - 1. */
+  spand_u32 paced_rate_bytes_per_s;
 };
 
 #define SPAND_CC_NAME_LEN 16

@@ -250,6 +250,27 @@ static __always_inline void record_rate(struct bpf_sock_ops* skops, struct spand
   __sync_fetch_and_add(&r->trains, 1);
 }
 
+/* A first flight spand paced whose ACKs came at its pacing: the path delivered at least `rate`
+ * (struct spand_rate_reading's paced_rate_bytes_per_s), kept apart from the readings. */
+static __always_inline void record_paced(struct bpf_sock_ops* skops, struct spand_sock_state* st,
+                                         __u64 rate) {
+  struct spand_active_key k = {};
+  struct spand_rate_reading fresh = {};
+  struct spand_rate_reading* r;
+  __u32 len = fixed_net_len(skops);
+  __u32 lb = rate > 0xffffffffull ? 0xffffffffu : (__u32)rate;
+
+  if ((st->flags & SPAND_POLICY_OWN_NET) && st->net_len > len) len = st->net_len;
+  net_key(skops, len, &k);
+  r = bpf_map_lookup_elem(&prefix_rate, &k);
+  if (!r) {
+    fresh.paced_rate_bytes_per_s = lb;
+    bpf_map_update_elem(&prefix_rate, &k, &fresh, BPF_NOEXIST);
+    return;
+  }
+  if (lb > r->paced_rate_bytes_per_s) r->paced_rate_bytes_per_s = lb;
+}
+
 /* Whether the segment acknowledges new data (its acknowledgment number in *ack); a train step
  * does nothing on any other (duplicate or old ACK, no ACK). Read before any storage lookup. */
 static __always_inline int train_ack(struct bpf_sock_ops* skops, __u32* ack) {
@@ -329,7 +350,9 @@ static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_
     /* A flight paced by spand whose ACKs came at 80 % of its pacing or faster measured the
      * pacing, not the path: recorded, such trains held the rate at what spand paced at (76
      * KB/s on Scenario 3's 5.6 MB/s path, 21 segments at 1.2 x cwnd / srtt), and ACKs that
-     * came in a clump read above it. One that came slower read the bottleneck and counts. */
+     * came in a clump read above it. One that came slower read the bottleneck and counts.
+     * What it does say: the path still delivers the rate spand paced at. */
+    record_paced(skops, st, st->train_rate);
     count(SPAND_STAT_TRAIN_OWN_PACE);
   } else if (st->train_rate) {
     record_rate(skops, st, st->train_rate);

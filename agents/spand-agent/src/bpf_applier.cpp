@@ -258,8 +258,8 @@ void BpfApplier::stop() {
   rmdir(pin_dir_.c_str());
 }
 
-std::vector<std::pair<Prefix, uint64_t>> BpfApplier::take_train_rates() {
-  std::vector<std::pair<Prefix, uint64_t>> out;
+std::vector<BpfApplier::TrainReading> BpfApplier::take_train_rates() {
+  std::vector<TrainReading> out;
   if (!skel_) return out;
   const int fd = bpf_map__fd(skel_->maps.prefix_rate);
   spand_active_key key{};
@@ -276,7 +276,7 @@ std::vector<std::pair<Prefix, uint64_t>> BpfApplier::take_train_rates() {
     if (bpf_map_lookup_and_delete_elem(fd, &k, &r) != 0 &&
         (bpf_map_lookup_elem(fd, &k, &r) != 0 || bpf_map_delete_elem(fd, &k) != 0))
       continue;
-    out.emplace_back(ProgramNetworks::of_key(k), r.rate_bytes_per_s);
+    out.push_back({ProgramNetworks::of_key(k), r.rate_bytes_per_s, r.paced_rate_bytes_per_s});
   }
   return out;
 }

@@ -47,8 +47,14 @@ class BpfApplier : public KernelApplier {
   void set_measure_trains(bool on) { measure_trains_ = on; }
   // Takes the program's ACK-train rate readings (prefix_rate): each client network (the fixed
   // one, or a policy's longer prefix) with the largest rate since the last call, in bytes per
-  // second.
-  std::vector<std::pair<Prefix, uint64_t>> take_train_rates();
+  // second (0: none), and the largest rate of a flight spand paced that read its own pacing (a
+  // lower bound of the path's rate, 0: none).
+  struct TrainReading {
+    Prefix prefix;
+    uint64_t rate_bytes_per_s = 0;
+    uint64_t paced_rate_bytes_per_s = 0;
+  };
+  std::vector<TrainReading> take_train_rates();
   // Per-CPU counters of the program summed (SPAND_STAT_*), for logs and metrics.
   std::vector<uint64_t> program_stats() const;
 

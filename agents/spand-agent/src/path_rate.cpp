@@ -29,6 +29,7 @@ void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_
       old.rate = 0;
     }
     held_.erase(key_prefix);
+    confirmed_.erase(key_prefix);
     ++falls_;
   }
   Bucket& b = buckets[static_cast<size_t>(idx % kBuckets)];
@@ -42,6 +43,20 @@ void PathRates::observe_train(const Prefix& key_prefix, uint64_t rate_bytes_per_
     if (h.size() == kMaxTrains) h.erase(h.begin());
     h.emplace_back(now_s, rate_bytes_per_s);
   }
+}
+
+void PathRates::confirm(const Prefix& key_prefix, uint64_t paced_rate_bytes_per_s, double now_s) {
+  if (paced_rate_bytes_per_s == 0 || hold_s_ <= 0) return;
+  auto h = held_.find(key_prefix);
+  if (h == held_.end()) return;
+  const uint64_t median = trains_median(key_prefix, now_s);
+  if (median == 0 || paced_rate_bytes_per_s * 10 < median * 9) return;
+  confirmed_[key_prefix] = now_s;
+}
+
+double PathRates::held_since(const Prefix& key_prefix, double newest_train_s) const {
+  auto c = confirmed_.find(key_prefix);
+  return c == confirmed_.end() ? newest_train_s : std::max(newest_train_s, c->second);
 }
 
 void PathRates::observe_senders(const Prefix& key_prefix, uint32_t senders, double now_s) {
@@ -62,7 +77,7 @@ uint64_t PathRates::trains_median(const Prefix& key_prefix, double now_s) const 
   }
   if (trains.empty() && hold_s_ > 0) {
     if (auto h = held_.find(key_prefix);
-        h != held_.end() && now_s - h->second.back().first <= hold_s_)
+        h != held_.end() && now_s - held_since(key_prefix, h->second.back().first) <= hold_s_)
       for (const auto& t : h->second) trains.push_back(t.second);
   }
   if (trains.empty()) return 0;
@@ -121,7 +136,10 @@ void PathRates::expire(double now_s) {
     return std::all_of(kv.second.begin(), kv.second.end(),
                        [&](const SenderBucket& b) { return b.index < 0 || sidx - b.index >= 2; });
   });
-  std::erase_if(held_, [&](const auto& kv) { return now_s - kv.second.back().first > hold_s_; });
+  std::erase_if(held_, [&](const auto& kv) {
+    return now_s - held_since(kv.first, kv.second.back().first) > hold_s_;
+  });
+  std::erase_if(confirmed_, [&](const auto& kv) { return !held_.count(kv.first); });
   const int64_t idx = index_of(now_s);
   std::erase_if(paths_, [&](const auto& kv) {
     return std::all_of(kv.second.begin(), kv.second.end(),

@@ -33,15 +33,16 @@ void read_paths(const AgentCore& core, PathRates& paths, BpfApplier* bpf, Clock&
   // bottleneck only once a flight reaches the BDP, which short transfers never do).
   if (bpf) {
     const double now = clock.now_s();
-    for (const auto& [bpf_prefix, rate] : bpf->take_train_rates()) {
+    for (const BpfApplier::TrainReading& t : bpf->take_train_rates()) {
       // The program keys a reading by the fixed /24 (/48), or by its policy's prefix when that
       // is longer: the map prefix holding it is the reading's key here.
-      const Prefix prefix = core.key_prefix(bpf_prefix);
+      const Prefix prefix = core.key_prefix(t.prefix);
       const uint64_t falls = paths.falls();
-      paths.observe_train(prefix, rate, now);
+      paths.observe_train(prefix, t.rate_bytes_per_s, now);
       if (paths.falls() != falls)
         std::fprintf(stderr, "spand-agent: path rate of %s fell to %llu B/s\n",
-                     prefix.str().c_str(), static_cast<unsigned long long>(rate));
+                     prefix.str().c_str(), static_cast<unsigned long long>(t.rate_bytes_per_s));
+      paths.confirm(prefix, t.paced_rate_bytes_per_s, now);
     }
   }
 }

@@ -477,6 +477,55 @@ TEST(PathRates, AFallOfTheRateIsBelievedAtOnceARiseOnlyByTheMedian) {
   EXPECT_EQ(r.get(p, 100)->rate_bytes_per_s, 1'250'000u);
 }
 
+TEST(PathRates, APacedFlightThatReadItsPacingKeepsTheHeldRate) {
+  const Prefix p = P("198.51.100.0/24");
+  auto held = [&] {
+    PathRates r(30);
+    r.require_trains(true);
+    r.hold_trains_s(300);
+    // Scenario 2's readings: the kernel's own first flights in the first 30 s.
+    for (uint64_t rate : {190'000u, 191'000u, 193'000u}) r.observe_train(p, rate, 20);
+    return r;
+  };
+  // Unconfirmed: the hold ends 300 s after the last train.
+  PathRates plain = held();
+  plain.observe(p, 20'000, 400'000, 310);
+  EXPECT_EQ(plain.get(p, 310)->rate_bytes_per_s, 191'000u);
+  plain.observe(p, 20'000, 400'000, 330);
+  EXPECT_EQ(plain.get(p, 330)->rate_bytes_per_s, 0u);
+  // A paced flight read 190,000 B/s (its pacing) at 250 s: held until 550 s.
+  PathRates renewed = held();
+  renewed.confirm(p, 190'000, 250);
+  renewed.observe(p, 20'000, 400'000, 330);
+  EXPECT_EQ(renewed.get(p, 330)->rate_bytes_per_s, 191'000u);
+  renewed.observe(p, 20'000, 400'000, 549);
+  EXPECT_EQ(renewed.get(p, 549)->rate_bytes_per_s, 191'000u);
+  renewed.expire(551);
+  renewed.observe(p, 20'000, 400'000, 552);
+  EXPECT_EQ(renewed.get(p, 552)->rate_bytes_per_s, 0u);
+  // The rate at 330 s after one confirmation.
+  auto at_330 = [&](uint64_t paced_rate, double when) {
+    PathRates r = held();
+    r.confirm(p, paced_rate, when);
+    r.observe(p, 20'000, 400'000, 330);
+    return r.get(p, 330)->rate_bytes_per_s;
+  };
+  // 90 % of the median renews it (171,900 of 191,000); a flight paced slower, or one that came
+  // back at the bottleneck under a median that read high, does not.
+  EXPECT_EQ(at_330(171'900, 250), 191'000u);
+  EXPECT_EQ(at_330(171'899, 250), 0u);
+  // Once the hold has run out, a confirmation does not bring the rate back.
+  EXPECT_EQ(at_330(191'000, 321), 0u);
+  // A fall of the path's rate drops the confirmation with the held trains.
+  PathRates fell = held();
+  fell.confirm(p, 191'000, 250);
+  fell.observe_train(p, 50'000, 260);
+  fell.observe(p, 20'000, 400'000, 400);
+  EXPECT_EQ(fell.get(p, 400)->rate_bytes_per_s, 50'000u);  // the new train's, held
+  fell.observe(p, 20'000, 400'000, 561);
+  EXPECT_EQ(fell.get(p, 561)->rate_bytes_per_s, 0u);  // 301 s after it: the old hold is gone
+}
+
 TEST(PathRates, TheLargestSmoothedRttOverTheWindow) {
   PathRates r(60);
   const Prefix p = P("198.51.100.0/24");
