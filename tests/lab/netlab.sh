@@ -26,7 +26,7 @@ PYTHON=${PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PORT=5001  # compare_truth.py and the trace filters know the server by this port
 TRACEFS=/sys/kernel/tracing
-EVENTS=(tcp_probe tcp_cong_state_set tcp_retransmit_skb)
+EVENTS=(tcp_probe tcp_cong_state_set tcp_retransmit_skb tcp_retransmit_synack)
 
 say() { echo "netlab: $*" >&2; }
 cannot() { say "cannot run here: $*"; exit 77; }
