@@ -135,6 +135,10 @@ struct alignas(64) LossState {
   // In timeout recovery: the end of the highest data resent since the RTO. A SACK-driven resend
   // below it resends a retransmission that was lost again (Tracker::classify_resend).
   uint32_t rto_resent_end = 0;
+  // The end of the last segment resent as a tail-loss probe of the only segment out (0: none):
+  // while it is unacknowledged, a resend of it again is the retransmission timer's
+  // (Tracker::classify_resend).
+  uint32_t probe_end = 0;
 };
 static_assert(sizeof(LossState) == 128);
 

@@ -110,8 +110,17 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
   const uint32_t idle_us = now_us - h.last_send_us;
   const uint32_t rto = rto_us(h);
   if (h.cc == CcState::kFastRecovery) {
-    // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired.
-    if (now_us - h.last_progress_us >= rto && seq == h.snd_una) {
+    // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired. Or
+    // the sender resent its first unacknowledged segment after a silence no ACK broke since its
+    // last transmission, of at least max(200 ms, 2 srtt): in recovery only a timer sends
+    // without an ACK, and the other one (RACK's reordering timer, armed on an ACK) fires within
+    // about 1.25 srtt of that ACK, under this bound. The RTO estimate alone can miss by the
+    // estimate's error: lab truth_matrix.py, path b5_q2, scalable 10.181.2.11:35959, the
+    // kernel's RTO 243.967 ms after the last ACK of new data, the gateway's estimate 244.179 ms
+    // (its srtt 44 ms against the kernel's 34 ms): the timeout event was missed.
+    const bool ack_silence = int32_t(h.last_send_us - l.sender.last_ack_us) > 0 &&
+                             idle_us >= std::max(cfg_.min_rto_us, 2 * h.srtt_us);
+    if (seq == h.snd_una && (now_us - h.last_progress_us >= rto || ack_silence)) {
       start_loss_event(f, d, true, idle_us);
       l.rto_resent_end = end;
       bump(l.rexmt_timeout);
@@ -127,6 +136,20 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
     // counted as fast events the kernel never had; connections with the kernel's loss events 18/30
     // -> 24/30 with this and the half-RTT bound on the rule below (five of the six left are
     // recoveries that resent nothing, tests/lab/compare_truth.py).
+    if (seq == h.snd_una && idle_us >= rto) {
+      // The timer again, backing off: the sender sent nothing for an RTO. Each expiry starts
+      // the Loss state anew in Linux (tcp_enter_loss: high_seq = snd_nxt, cwnd = 1), so the
+      // data sent since the first RTO is below the new recovery point: SACK-driven resends of
+      // it stay in this timeout event. Lab truth_matrix.py, path b5_q2 (the kernel's trace:
+      // Loss, then Loss again on each backoff, then Recovery from Loss without passing Open):
+      // reno 10.57.3.10:51317, cubic without HyStart 10.133.1.10:32851 and 10.133.2.11:57897,
+      // each a fast event the kernel never had once the ACKs passed the first RTO's point.
+      l.recover = h.snd_max;
+      l.rto_resent_end = end;
+      h.cwnd_q16 = kQ16;
+      bump(l.rexmt_timeout);
+      return;
+    }
     if ((h.flags & kHfSackPermitted) && (h.flags & kHfSackHoles) && idle_us < rto &&
         seq_lt(seq, l.rto_resent_end)) {
       // A retransmission lost again, resent on SACK information, not on the timer: Linux (RACK)
@@ -169,6 +192,24 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
   } else if (end == h.snd_max && h.dupacks == 0 && (seq != h.snd_una || idle_us < rto)) {
     // Tail-loss probe (RFC 8985): the highest segment resent before the RTO, to provoke
     // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
+    bump(l.rexmt_other);
+  } else if (end == h.snd_max && seq == h.snd_una && h.dupacks == 0 && !(h.flags & kHfSackHoles) &&
+             (h.flags & kHfSackPermitted) && (f.h(opposite(d)).flags & kHfSackPermitted) &&
+             !(l.probe_end != 0 && seq_gt(l.probe_end, h.snd_una) &&
+               seq_le(l.probe_end, h.snd_max))) {
+    // The only segment out, resent when the RTO was due, no probe of it before, SACK agreed by
+    // both sides: a tail-loss probe too. Linux (SACK in use, no recovery under way) arms its
+    // probe timer for the earlier of the probe timeout (2 srtt, plus 200 ms with one segment
+    // out) and the RTO (tcp_schedule_loss_probe), so with one segment out the probe always
+    // leaves first, and exactly when an RTO would: the segment, its timing and its ACK are an
+    // RTO's. Only the flight after the ACK could tell, and only one way: more than two
+    // segments is no restart from one segment; two or fewer, or nothing (the transfer's last
+    // segment), fits both. A second resend of it before its ACK is the RTO (below). Lab
+    // truth_matrix.py, the last segment of a transfer on paths b5_q2 and b35_q025 (cubic
+    // 10.133.3.11:56129, 10.122.3.10:37215) and b35_q1_qa (cubic 10.145.3.11:34399): the
+    // kernel's trace shows no Loss state, only CWR on the ACK after (the probe's loss
+    // recovery); each was a timeout event of ours.
+    l.probe_end = end;
     bump(l.rexmt_other);
   } else if (idle_us >= rto || seq == h.snd_una) {
     start_loss_event(f, d, true, idle_us);

@@ -26,6 +26,15 @@ makes them right is checked against counts made without the gateway:
   The same rule moved one connection of real/ndpi_alexa-app.pcapng (172.16.42.216:34034,
   client side): an RTO, SACK-driven resends, the RTO backing off, formerly 1 fast + 2 timeout
   events, now 1 timeout event.
+- real/ndpi_alexa-app.pcapng, 2026-11-25 (issue 15 point 5, rules measured on the lab matrix,
+  docs/results/lab_truth.md), read with tshark: three clients' lone request segment resent
+  when the RTO was due, SACK agreed by both sides, its ACK next (172.16.42.216:55242, :51992,
+  :41914): tail-loss probes (Linux's probe timer is the earlier of the probe timeout and the
+  RTO), no event (flow size 1-3: 49 -> 46 events, flight 1: 26 -> 24 with the next); client
+  :42130, its request resent 259 ms after it (kept a fast event: a duplicate ACK came before)
+  and again 520 ms later with no ACK between: the timer doubling, now a timeout event (4-10: 19
+  -> 20). Three SYN-only flows to 10.201.126.241:8080, each SYN resent six times, are one
+  timeout event each instead of six (no data: not in the table).
 """
 import json
 import os

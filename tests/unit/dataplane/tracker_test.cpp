@@ -435,6 +435,138 @@ TEST(Tracker, RtoDuringFastRecoveryIsASecondTimeoutEvent) {
   EXPECT_EQ(recs[0].s2c.rexmt_timeout, 1u);
 }
 
+// An RTO backing off starts the Loss state anew (Linux's tcp_enter_loss on every expiry sets its
+// recovery point to snd_nxt): data sent between the two expiries is below the new point, and
+// SACK-driven resends of it stay in the one timeout event. Segments 0-2 are lost; the RTO
+// resends 0, its ACK lets the sender send 3 and 4, the timer fires again (1 resent); the ACK
+// that follows passes the first RTO's point (3) but reports 3 missing below 4, and 3 is resent.
+// The lab trace (truth_matrix.py, b5_q2) shows Loss, Loss again, then no Open before the
+// resend: one timeout event, no fast one.
+TEST(Tracker, RtoBackingOffMovesTheRecoveryPoint) {
+  Conn k;
+  sack_handshake(k);
+  const uint32_t b = kS + 1;
+  auto seg = [&](uint32_t i) { return b + i * kMss; };
+  for (uint32_t i = 0; i < 3; ++i) k.s(seg(i), kC + 1, kAck, kMss);
+  k.wait_us(400'000);
+  k.s(seg(0), kC + 1, kAck, kMss);  // the RTO
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(1), kAck);  // 0 arrived, 1 and 2 still missing
+  k.s(seg(3), kC + 1, kAck, kMss);
+  k.s(seg(4), kC + 1, kAck, kMss);
+  k.wait_us(500'000);
+  k.s(seg(1), kC + 1, kAck, kMss);  // the timer again, backed off
+  k.wait_us(20'000);
+  k.c_sack(kC + 1, seg(3), {{seg(4), seg(5)}});  // 1 and 2 arrived, 3 missing, 4 held
+  k.s(seg(3), kC + 1, kAck, kMss);               // the hole, resent on SACK information
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(5), kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 0u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 3u);
+}
+
+// In fast recovery, a resend of the first unacknowledged segment after a silence no ACK broke
+// since the sender's last segment is the retransmission timer's, even when it comes a little
+// before the gateway's RTO estimate: the handshake gives an srtt of 20 ms and an rttvar of
+// 10 ms here, an estimate of 220 ms, and a sender whose own srtt is 10 ms fires at 212 ms. Only
+// a timer sends without an ACK; RACK's, armed on the last ACK, fires within about 1.25 srtt.
+TEST(Tracker, RtoInFastRecoveryAfterAckSilenceUnderTheEstimate) {
+  Conn k;
+  sack_handshake(k);
+  const uint32_t b = kS + 1;
+  auto seg = [&](uint32_t i) { return b + i * kMss; };
+  for (uint32_t i = 0; i < 6; ++i) k.s(seg(i), kC + 1, kAck, kMss);  // 0 and 2 lost
+  k.wait_us(20'000);
+  k.c_sack(kC + 1, seg(0), {{seg(1), seg(2)}});
+  k.c_sack(kC + 1, seg(0), {{seg(3), seg(6)}, {seg(1), seg(2)}});
+  k.s(seg(0), kC + 1, kAck, kMss);  // fast retransmit
+  k.wait_us(20'000);
+  k.c_sack(kC + 1, seg(2), {{seg(3), seg(6)}});  // partial ACK
+  k.wait_us(10);
+  k.s(seg(2), kC + 1, kAck, kMss);  // the other hole, lost again
+  k.wait_us(212'000);               // no ACK at all
+  k.s(seg(2), kC + 1, kAck, kMss);  // the timer
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(6), kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_fast, 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 1u);
+}
+
+// The only segment out, resent when the RTO is due, with SACK in use: Linux's probe timer is
+// the earlier of the probe timeout and the RTO, so with one segment out the tail-loss probe
+// leaves first, exactly when an RTO would. No loss event (the kernel shows no Loss state); a
+// second resend of it before its ACK is the RTO, one timeout event.
+TEST(Tracker, LoneSegmentResentAtTheRtoIsAProbeWithSack) {
+  for (bool probe_lost : {false, true}) {
+    Conn k;
+    sack_handshake(k);  // srtt 20 ms: RTO estimate 220 ms
+    const uint32_t b = kS + 1;
+    k.s(b, kC + 1, kAck | kPsh, kMss);  // the last segment of a response, lost
+    k.wait_us(230'000);
+    k.s(b, kC + 1, kAck | kPsh, kMss);  // the probe
+    if (probe_lost) {
+      k.wait_us(460'000);
+      k.s(b, kC + 1, kAck | kPsh, kMss);  // the RTO
+    }
+    k.wait_us(20'000);
+    k.c(kC + 1, b + kMss, kAck);
+    auto recs = k.finish();
+    ASSERT_EQ(recs.size(), 1u);
+    EXPECT_EQ(recs[0].s2c.loss_events_fast, 0u) << probe_lost;
+    EXPECT_EQ(recs[0].s2c.loss_events_timeout, probe_lost ? 1u : 0u) << probe_lost;
+    EXPECT_EQ(recs[0].s2c.rexmt_packets, probe_lost ? 2u : 1u) << probe_lost;
+    EXPECT_EQ(recs[0].s2c.rexmt_timeout, probe_lost ? 1u : 0u) << probe_lost;
+  }
+}
+
+// Without SACK there is no tail-loss probe (Linux requires SACK for it): the same resend is the
+// RTO.
+TEST(Tracker, LoneSegmentResentAtTheRtoWithoutSackIsATimeout) {
+  Conn k;
+  handshake(k);
+  const uint32_t b = kS + 1;
+  k.s(b, kC + 1, kAck | kPsh, kMss);
+  k.wait_us(400'000);
+  k.s(b, kC + 1, kAck | kPsh, kMss);
+  k.wait_us(30'000);
+  k.c(kC + 1, b + kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+}
+
+// The handshake's resends are one timeout event: the server's SYN-ACK timer fires after 1 s, the
+// client's SYN timer about as soon, and the server answers that SYN with a third SYN-ACK (lab
+// truth_matrix.py, b35_q1_qa: the kernel's tcp_retransmit_synack fired twice, one episode).
+TEST(Tracker, HandshakeResendsAreOneTimeoutEvent) {
+  Conn k;
+  k.c(kC, 0, kSyn);
+  k.wait_us(20);
+  k.s(kS, kC + 1, kSyn | kAck);  // lost
+  k.wait_us(1'000'000);
+  k.s(kS, kC + 1, kSyn | kAck);  // the server's timer
+  k.wait_us(20'000);
+  k.c(kC, 0, kSyn);  // the client's timer
+  k.wait_us(20);
+  k.s(kS, kC + 1, kSyn | kAck);  // the answer to it
+  k.wait_us(40'000);
+  k.c(kC + 1, kS + 1, kAck);
+  k.s(kS + 1, kC + 1, kAck, kMss);
+  k.wait_us(40'000);
+  k.c(kC + 1, kS + 1 + kMss, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].s2c.rexmt_timeout, 2u);
+  EXPECT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  EXPECT_EQ(recs[0].c2s.loss_events_timeout, 1u);
+}
+
 TEST(Tracker, MidStreamPickupUsesConfiguredInsideNetwork) {
   WorkerConfig cfg = Conn::small_config();
   cfg.tracker.inside[cfg.tracker.inside_count++] = prefix_with_len(addr("203.0.113.0"), 24);
@@ -803,6 +935,89 @@ TEST(Tracker, MultiplicativeDecreaseIsMeasured) {
     }
     EXPECT_EQ(k.w.counters().samples_decrease, readings.size());
   }
+}
+
+// After a timeout the window restarts from one segment: what follows shows no multiplicative
+// decrease (the kernel's readings leave out recoveries an RTO interrupted), so no decrease is
+// read. The sender sends 10 segments (its window grows to 20 with their ACKs), then 12; the
+// first of the 12 is lost with no duplicate ACK, the RTO resends it, its ACK acknowledges all
+// 12; then two clean rounds of 10 (ssthresh, half the 20). A reading there (12 or 10 over 20)
+// would be a slow start's, not a decrease.
+TEST(Tracker, NoDecreaseIsReadAfterATimeout) {
+  Conn k;
+  sack_handshake(k);
+  const uint32_t b = kS + 1;
+  auto seg = [&](uint32_t i) { return b + i * kMss; };
+  uint32_t next = 0;
+  auto round = [&](uint32_t n, bool acked) {
+    const uint32_t first = next;
+    for (uint32_t i = 0; i < n; ++i) k.s(seg(next++), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    if (!acked) return;
+    for (uint32_t i = first; i < next; ++i) k.c(kC + 1, seg(i + 1), kAck);
+  };
+  round(10, true);
+  round(12, false);
+  k.wait_us(400'000);
+  k.s(seg(10), kC + 1, kAck, kMss);  // the RTO
+  k.wait_us(20'000);
+  k.c(kC + 1, seg(22), kAck);
+  round(10, true);
+  round(10, true);
+  k.c(kC + 1, seg(next), kFin | kAck);
+  k.s(seg(next), kC + 2, kFin | kAck);
+  k.c(kC + 2, seg(next) + 1, kAck);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_EQ(recs[0].s2c.loss_events_timeout, 1u);
+  for (const Sample& s : k.samples()) EXPECT_NE(s.kind, SampleKind::kDecrease) << s.value;
+  EXPECT_EQ(recs[0].s2c.md_permille, 0u);
+}
+
+// The decrease is read over the sender's largest clean flight before the loss when the replica
+// ran one segment ahead of it (a sender growing more slowly than the replica's half segment per
+// window, as CUBIC near its last maximum; lab truth_matrix.py: readings of 7/11 where the
+// kernel went from 10 to 7). Here: slow start to 20, a loss there (the replica halves to 10),
+// then a sender that holds 9 segments in flight for three rounds, loses the first of a round
+// of 9 and keeps 6 of them (CUBIC's 9 x 0.7): 6/9, not 6/10.
+TEST(Tracker, DecreaseIsReadOverTheFlightWhenTheReplicaRanOneAhead) {
+  Conn k;
+  sack_handshake(k);
+  const uint32_t b = kS + 1;
+  auto seg = [&](uint32_t i) { return b + i * kMss; };
+  uint32_t next = 0;
+  auto round = [&](uint32_t n) {
+    const uint32_t first = next;
+    for (uint32_t i = 0; i < n; ++i) k.s(seg(next++), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    for (uint32_t i = first; i < next; ++i) k.c(kC + 1, seg(i + 1), kAck);
+  };
+  auto lossy_round = [&](uint32_t n) {  // the round's first segment lost, resent on SACK
+    const uint32_t first = next;
+    for (uint32_t i = 0; i < n; ++i) k.s(seg(next++), kC + 1, kAck, kMss);
+    k.wait_us(20'000);
+    for (uint32_t i = first + 1; i < next; ++i) {
+      k.c_sack(kC + 1, seg(first), {{seg(first + 1), seg(i + 1)}});
+      if (i == first + 3) k.s(seg(first), kC + 1, kAck, kMss);
+    }
+    k.wait_us(20'000);
+    k.c(kC + 1, seg(next), kAck);
+  };
+  round(10);
+  lossy_round(20);
+  for (int r = 0; r < 3; ++r) round(9);
+  lossy_round(9);
+  round(6);
+  round(6);
+  auto recs = k.finish();
+  ASSERT_EQ(recs.size(), 1u);
+  ASSERT_EQ(recs[0].s2c.loss_events_fast, 2u);
+  std::vector<double> readings;
+  for (const Sample& s : k.samples()) {
+    if (s.kind == SampleKind::kDecrease) readings.push_back(s.value / 1000.0);
+  }
+  ASSERT_FALSE(readings.empty());
+  EXPECT_NEAR(readings.back(), 6.0 / 9, 0.01);
 }
 
 // Sender identification end to end: four losses in congestion avoidance at windows above 16, the
