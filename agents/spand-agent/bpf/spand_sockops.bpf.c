@@ -228,47 +228,40 @@ static __always_inline int counted_by_flag(struct bpf_sock_ops* skops) {
   return !spand_have_tune_ports && (skops->bpf_sock_ops_cb_flags & BPF_SOCK_OPS_STATE_CB_FLAG);
 }
 
-/* A train's rate, toward the fixed network or, when the socket's policy has its own network
- * and that is the longer prefix, toward it (a reading then never spans two map prefixes; a
- * shorter policy prefix would fold the readings of its fixed networks into one maximum where
- * the agent keeps each, it credits them to the map prefix itself). */
-static __always_inline void record_rate(struct bpf_sock_ops* skops, struct spand_sock_state* st,
-                                        __u64 rate) {
-  struct spand_active_key k = {};
-  struct spand_rate_reading fresh = {.rate_bytes_per_s = rate, .trains = 1};
-  struct spand_rate_reading* r;
-  __u32 len = fixed_net_len(skops);
-
-  if ((st->flags & SPAND_POLICY_OWN_NET) && st->net_len > len) len = st->net_len;
-  net_key(skops, len, &k);
-  r = bpf_map_lookup_elem(&prefix_rate, &k);
-  if (!r) {
-    bpf_map_update_elem(&prefix_rate, &k, &fresh, BPF_NOEXIST);
-    return;
-  }
-  if (rate > r->rate_bytes_per_s) r->rate_bytes_per_s = rate;
-  __sync_fetch_and_add(&r->trains, 1);
-}
-
-/* A first flight spand paced whose ACKs came at its pacing: the path delivered at least `rate`
- * (struct spand_rate_reading's paced_rate_bytes_per_s), kept apart from the readings. */
-static __always_inline void record_paced(struct bpf_sock_ops* skops, struct spand_sock_state* st,
-                                         __u64 rate) {
+/* A first flight's ACK train, toward the fixed network or, when the socket's policy has its own
+ * network and that is the longer prefix, toward it (a reading then never spans two map prefixes;
+ * a shorter policy prefix would fold the readings of its fixed networks into one maximum where
+ * the agent keeps each, it credits them to the map prefix itself). A train that read the path
+ * counts in rate_bytes_per_s; one of a flight spand paced whose ACKs came at its pacing
+ * (`paced`) only says the path delivered at least `rate`, and is kept apart
+ * (paced_rate_bytes_per_s). */
+static __always_inline void record_train(struct bpf_sock_ops* skops, struct spand_sock_state* st,
+                                         __u64 rate, int paced) {
   struct spand_active_key k = {};
   struct spand_rate_reading fresh = {};
   struct spand_rate_reading* r;
   __u32 len = fixed_net_len(skops);
-  __u32 lb = rate > 0xffffffffull ? 0xffffffffu : (__u32)rate;
+  __u32 lower = rate > 0xffffffffull ? 0xffffffffu : (__u32)rate;
 
   if ((st->flags & SPAND_POLICY_OWN_NET) && st->net_len > len) len = st->net_len;
   net_key(skops, len, &k);
   r = bpf_map_lookup_elem(&prefix_rate, &k);
   if (!r) {
-    fresh.paced_rate_bytes_per_s = lb;
+    if (paced) {
+      fresh.paced_rate_bytes_per_s = lower;
+    } else {
+      fresh.rate_bytes_per_s = rate;
+      fresh.trains = 1;
+    }
     bpf_map_update_elem(&prefix_rate, &k, &fresh, BPF_NOEXIST);
     return;
   }
-  if (lb > r->paced_rate_bytes_per_s) r->paced_rate_bytes_per_s = lb;
+  if (paced) {
+    if (lower > r->paced_rate_bytes_per_s) r->paced_rate_bytes_per_s = lower;
+    return;
+  }
+  if (rate > r->rate_bytes_per_s) r->rate_bytes_per_s = rate;
+  __sync_fetch_and_add(&r->trains, 1);
 }
 
 /* Whether the segment acknowledges new data (its acknowledgment number in *ack); a train step
@@ -352,10 +345,10 @@ static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_
      * KB/s on Scenario 3's 5.6 MB/s path, 21 segments at 1.2 x cwnd / srtt), and ACKs that
      * came in a clump read above it. One that came slower read the bottleneck and counts.
      * What it does say: the path still delivers the rate spand paced at. */
-    record_paced(skops, st, st->train_rate);
+    record_train(skops, st, st->train_rate, 1);
     count(SPAND_STAT_TRAIN_OWN_PACE);
   } else if (st->train_rate) {
-    record_rate(skops, st, st->train_rate);
+    record_train(skops, st, st->train_rate, 0);
     count(SPAND_STAT_TRAIN_RATED);
   }
   st->flags &= ~SPAND_STATE_TRAIN;

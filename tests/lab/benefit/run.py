@@ -581,19 +581,22 @@ def run_client(out, name, rounds, timeout_s=30, wait_s=None):
 # ---------------------------------------------------------------------------------------------
 # Observations of the loop
 
+def service_get(build, size):
+    """What the service says for each measured /24 at one transfer size (`spandctl --json get`):
+    the parsed answer, or {'error': ...} when it is not JSON."""
+    r = subprocess.run(in_ns(NS_SRV, [os.path.join(build, 'tools/spandctl'), '--server', GRPC,
+                                      '--json', 'get'] + [f'{n}.10' for n in NETS] +
+                             ['--bytes', str(size), '--mss', '1448']),
+                       capture_output=True, text=True, timeout=20)
+    try:
+        return json.loads(r.stdout)
+    except json.JSONDecodeError:
+        return {'error': (r.stdout + r.stderr).strip()[-500:]}
+
+
 def estimates(cfg, build):
     """What the service says for each measured /24, for each spand size (cwnd_opt)."""
-    snap = {}
-    for size in sizes_of(cfg):
-        r = subprocess.run(in_ns(NS_SRV, [os.path.join(build, 'tools/spandctl'), '--server', GRPC,
-                                          '--json', 'get'] + [f'{n}.10' for n in NETS] +
-                                 ['--bytes', str(size), '--mss', '1448']),
-                           capture_output=True, text=True, timeout=20)
-        try:
-            snap[size] = json.loads(r.stdout)
-        except json.JSONDecodeError:
-            snap[size] = {'error': (r.stdout + r.stderr).strip()[-500:]}
-    return snap
+    return {size: service_get(build, size) for size in sizes_of(cfg)}
 
 
 def applied_lines(agent, t_first):
@@ -770,13 +773,8 @@ def watch_use_estimate(cfg, build, t_first, results, period_s=2.0):
     def loop():
         while set(first) < want:
             try:
-                r = subprocess.run(in_ns(NS_SRV, [os.path.join(build, 'tools/spandctl'),
-                                                  '--server', GRPC, '--json', 'get'] +
-                                         [f'{n}.10' for n in NETS] +
-                                         ['--bytes', str(size), '--mss', '1448']),
-                                   capture_output=True, text=True, timeout=20, check=False)
-                snap = json.loads(r.stdout)
-            except (subprocess.TimeoutExpired, json.JSONDecodeError, OSError):
+                snap = service_get(build, size)
+            except (subprocess.TimeoutExpired, OSError):
                 snap = []
             t = round(time.monotonic() - t_first, 1)
             for e in snap if isinstance(snap, list) else []:
