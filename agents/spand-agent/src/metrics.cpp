@@ -84,7 +84,7 @@ struct AgentMetrics::Impl {
           "cc_failed",   "pacing_lifted", "clamp_raised",   "tune_applied",   "state_full",
           "rto_seeded",  "pace_classed",  "pace_unclassed", "pace_skipped",   "train_timed",
           "train_rated", "shared",        "expired",        "train_own_pace", "queue_cut",
-          "queue_left",  "floor_paced",   "floor_left"})
+          "queue_left",  "floor_paced",   "floor_left",     "queue_paced"})
       program.push_back(&prog_family.Add({{"event", ev}}));
     last_program.assign(program.size(), 0);
     sampled = &prometheus::BuildCounter()

@@ -433,6 +433,23 @@ TEST(QueueWindow, AHandshakeThatWaitedInAStandingQueueGetsWhatTheBufferHasLeft) 
   EXPECT_EQ(spand_queue_window(21, 90'000, prop, room, 0, mss, 21, 10), 21u);
 }
 
+TEST(QueueWindow, ABufferUnderTheKernelsWindowIsTold) {
+  // The paper's Scenario 2: 191 KB/s read, 50 ms of buffer seen (10 KB at 1.6 Mbit/s), 1448-byte
+  // segments: 9,550 bytes hold 6.6 segments, fewer than IW10's 14,480 bytes.
+  EXPECT_TRUE(spand_room_under(50'000, 191'000, 1448, 10));
+  // Exactly ten segments' worth is not under: 14,480 bytes at 1.448 MB/s take 10 ms.
+  EXPECT_FALSE(spand_room_under(10'000, 1'448'000, 1448, 10));
+  EXPECT_TRUE(spand_room_under(9'999, 1'448'000, 1448, 10));
+  // The two bottlenecks: 44 ms at 1.19 MB/s hold 36 segments.
+  EXPECT_FALSE(spand_room_under(44'000, 1'190'000, 1448, 10));
+  // Unknown inputs say nothing.
+  EXPECT_FALSE(spand_room_under(0, 191'000, 1448, 10));
+  EXPECT_FALSE(spand_room_under(50'000, 0, 1448, 10));
+  EXPECT_FALSE(spand_room_under(50'000, 191'000, 0, 10));
+  // No overflow at the extremes of the inputs (a 4 s buffer at 2^40 bytes/s).
+  EXPECT_FALSE(spand_room_under(4'000'000, 1ull << 40, 1448, 10));
+}
+
 TEST(QueueWindow, AStandingQueueIsTwoMsAndAQuarterOfTheBuffer) {
   // Rule 12 paces where the handshake waited 2 ms (its jitter on an idle path stays under it).
   EXPECT_FALSE(spand_handshake_queued(50'000, 50'000));
