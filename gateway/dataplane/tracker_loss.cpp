@@ -109,6 +109,12 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
   HalfFlow& h = f.h(d);
   const uint32_t idle_us = now_us - h.last_send_us;
   const uint32_t rto = rto_us(h);
+  // Both sides offered SACK (the sender uses it), and a tail-loss probe of the only segment out
+  // is still unacknowledged (below: a second resend of it is the RTO).
+  const bool sack_agreed =
+      (h.flags & kHfSackPermitted) && (f.h(opposite(d)).flags & kHfSackPermitted);
+  const bool probe_out =
+      l.probe_end != 0 && seq_gt(l.probe_end, h.snd_una) && seq_le(l.probe_end, h.snd_max);
   if (h.cc == CcState::kFastRecovery) {
     // Recovery failed: the retransmission timer, restarted by every ACK of new data, fired. Or
     // the sender resent its first unacknowledged segment after a silence no ACK broke since its
@@ -194,9 +200,7 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
     // SACKs. Not a loss event by itself; a loss it reveals starts fast recovery.
     bump(l.rexmt_other);
   } else if (end == h.snd_max && seq == h.snd_una && h.dupacks == 0 && !(h.flags & kHfSackHoles) &&
-             (h.flags & kHfSackPermitted) && (f.h(opposite(d)).flags & kHfSackPermitted) &&
-             !(l.probe_end != 0 && seq_gt(l.probe_end, h.snd_una) &&
-               seq_le(l.probe_end, h.snd_max))) {
+             sack_agreed && !probe_out) {
     // The only segment out, resent when the RTO was due, no probe of it before, SACK agreed by
     // both sides: a tail-loss probe too. Linux (SACK in use, no recovery under way) arms its
     // probe timer for the earlier of the probe timeout (2 srtt, plus 200 ms with one segment

@@ -491,16 +491,17 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     __u32 fit = spand_queue_window(iw, skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us,
                                    p->path_rate_bytes_per_s, skops->mss_cache,
                                    p->min_gain_segments, p->min_cwnd_segments);
-    if (fit == 0 && spand_room_under(p->queue_room_us, p->path_rate_bytes_per_s,
-                                     skops->mss_cache, p->min_cwnd_segments)) {
-      /* The buffer holds less than the kernel's own window: sent back to back it overflows
-       * by itself, so the kernel's start is paced at the path's rate (as rule 12's). */
-      count(SPAND_STAT_QUEUE_PACED);
+    if (fit == 0) {
       leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
-      rate = p->path_rate_bytes_per_s;
-    } else if (fit == 0) {
-      count(SPAND_STAT_QUEUE_LEFT);
-      leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
+      if (spand_room_under(p->queue_room_us, p->path_rate_bytes_per_s, skops->mss_cache,
+                           p->min_cwnd_segments)) {
+        /* The buffer holds less than the kernel's own window: sent back to back it overflows
+         * by itself, so the kernel's start is paced at the path's rate (as rule 12's). */
+        count(SPAND_STAT_QUEUE_PACED);
+        rate = p->path_rate_bytes_per_s;
+      } else {
+        count(SPAND_STAT_QUEUE_LEFT);
+      }
     } else if (fit < iw) {
       count(SPAND_STAT_QUEUE_CUT);
       iw = fit;
