@@ -25,7 +25,7 @@ AgentCore::AgentCore(const AgentConfig& cfg, EstimateSource& source, KernelAppli
       available_cc_(std::move(available_cc)) {
   double now = clock_.now_s();
   for (const Prefix& p : cfg_.static_prefixes) {
-    CacheEntry& e = cache_[key_prefix(p)];
+    CacheEntry& e = cache_[key_of(p)];
     e.is_static = true;
     e.last_seen_s = now;
   }
@@ -40,16 +40,25 @@ void AgentCore::set_prefix_map(std::shared_ptr<const PrefixMap> map) {
     e.last_seen_s = now - 2 * kForgetS;
   }
   for (const Prefix& p : cfg_.static_prefixes) {
-    CacheEntry& e = cache_[key_prefix(p)];
+    CacheEntry& e = cache_[key_of(p)];
     e.is_static = true;
     e.last_seen_s = now;
   }
 }
 
 Prefix AgentCore::key_prefix(const Prefix& remote) const {
+  bool uncovered = false;
+  const Prefix key = key_of(remote, &uncovered);
+  if (uncovered) ++counters_.prefix_map_uncovered_total;
+  return key;
+}
+
+Prefix AgentCore::key_of(const Prefix& remote, bool* uncovered) const {
   // The prefix the service answers for (it maps a CIDR to the longest prefix holding it all).
-  if (map_)
+  if (map_) {
     if (std::optional<Prefix> m = map_->longest_holding(remote)) return *m;
+    if (uncovered) *uncovered = true;
+  }
   uint32_t want = remote.v4 ? cfg_.prefix_len_v4 : cfg_.prefix_len_v6;
   // A configured prefix shorter than the estimate granularity is kept as given.
   if (remote.len_bits < want) return remote;

@@ -34,6 +34,9 @@ struct CoreCounters {
   uint64_t source_errors_total = 0;
   uint64_t apply_errors_total = 0;
   uint64_t renewed_total = 0;  // kernel deadlines moved on (KernelApplier::renew)
+  // With a prefix map: lookups of client addresses no prefix of the map covers (key_prefix),
+  // keyed by the fixed /24 or /48 instead.
+  uint64_t prefix_map_uncovered_total = 0;
 };
 
 class AgentCore {
@@ -60,6 +63,8 @@ class AgentCore {
   size_t installed() const { return installed_.size(); }
   const std::map<PolicyKey, KernelPolicy>& installed_policies() const { return installed_; }
   std::vector<Prefix> wanted() const;
+  // The key of a client address (or CIDR): the map's longest prefix holding it, else the fixed
+  // length; a lookup no prefix of the map covers is counted (prefix_map_uncovered_total).
   Prefix key_prefix(const Prefix& remote) const;
 
  private:
@@ -76,6 +81,9 @@ class AgentCore {
   void reconcile(const Prefix& prefix, CacheEntry& e, double now);
   std::vector<const PortConfig*> ports() const;
   void count_skip(SkipReason r) { ++counters_.skipped_total[static_cast<size_t>(r)]; }
+  // key_prefix() without counting (configured static prefixes are no client's lookup);
+  // `uncovered`, when given, set when a map is in use and no prefix of it holds `remote`.
+  Prefix key_of(const Prefix& remote, bool* uncovered = nullptr) const;
   // A kernel deadline closer than this is moved on (renewed) at the next reconcile.
   double renew_before_s() const;
   // The path toward `prefix` into `tmp`; nullptr when nothing is known.
@@ -92,7 +100,7 @@ class AgentCore {
   std::map<PolicyKey, KernelPolicy> installed_;
   std::map<PolicyKey, double> failed_until_s_;  // no retry (and no log) before this time
   std::vector<Prefix> watched_;
-  CoreCounters counters_;
+  mutable CoreCounters counters_;  // mutable: key_prefix() counts uncovered lookups
 };
 
 }  // namespace spand::agent

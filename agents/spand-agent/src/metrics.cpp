@@ -20,6 +20,7 @@ struct AgentMetrics::Impl {
   std::vector<prometheus::Counter*> skipped;
   prometheus::Counter* cache_hits;
   prometheus::Counter* grpc_errors;
+  prometheus::Counter* map_uncovered;
   prometheus::Gauge* attached;
   prometheus::Gauge* routes;
   prometheus::Gauge* pacing_devices;
@@ -59,6 +60,11 @@ struct AgentMetrics::Impl {
                        .Help("Failed Get/Report calls and broken Watch streams")
                        .Register(*registry)
                        .Add({});
+    map_uncovered = &prometheus::BuildCounter()
+                         .Name("spand_agent_prefix_map_uncovered_total")
+                         .Help("--prefix-map: lookups of client addresses no prefix covers")
+                         .Register(*registry)
+                         .Add({});
     attached = &prometheus::BuildGauge()
                     .Name("spand_agent_program_attached")
                     .Help("1 while the sock_ops program is attached")
@@ -136,6 +142,8 @@ void AgentMetrics::update(const CoreCounters& c, uint64_t grpc_errors, bool prog
     m.skipped[i - 1]->Increment(static_cast<double>(c.skipped_total[i] - m.last.skipped_total[i]));
   m.cache_hits->Increment(static_cast<double>(c.cache_hits_total - m.last.cache_hits_total));
   m.grpc_errors->Increment(static_cast<double>(grpc_errors - m.last_grpc_errors));
+  m.map_uncovered->Increment(
+      static_cast<double>(c.prefix_map_uncovered_total - m.last.prefix_map_uncovered_total));
   m.attached->Set(program_attached ? 1 : 0);
   m.routes->Set(static_cast<double>(routes_installed));
   m.pacing_devices->Set(static_cast<double>(pacing_devices));

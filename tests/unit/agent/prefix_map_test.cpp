@@ -107,6 +107,38 @@ TEST(AgentPrefixMap, ClientsAreKeyedAskedAndInstalledUnderTheMapsPrefix) {
   EXPECT_EQ(kernel.kernel.size(), 3u);
 }
 
+TEST(AgentPrefixMap, LookupsOfAddressesNoPrefixCoversAreCounted) {
+  // spand_agent_prefix_map_uncovered_total (docs/metrics.md), as the gateway's
+  // spand_prefix_map_uncovered_total: each lookup of a client address (a connection seen at a
+  // refresh, a path reading) that no prefix of the map covers, keyed by the fixed /24 or /48.
+  AgentConfig cfg = config();
+  cfg.static_prefixes.push_back(P("198.51.100.0/24"));  // configured, no client: not counted
+  FakeClock clock;
+  FakeSource source;
+  FakeApplier kernel;
+  AgentCore core(cfg, source, kernel, clock);
+  core.observe(P("192.0.2.77"));  // no map: nothing to cover it
+  EXPECT_EQ(core.counters().prefix_map_uncovered_total, 0u);
+
+  core.set_prefix_map(map_of("10.170.0.0/16\n2001:db8::/32\n"));
+  EXPECT_EQ(core.counters().prefix_map_uncovered_total, 0u);  // the static prefix re-keyed
+  core.observe(P("10.170.1.99"));                             // covered
+  core.observe(P("::ffff:10.170.2.1"));                       // covered (IPv4-mapped)
+  core.observe(P("2001:db8:5::1"));                           // covered
+  EXPECT_EQ(core.counters().prefix_map_uncovered_total, 0u);
+  core.observe(P("192.0.2.77"));
+  core.observe(P("192.0.2.77"));  // each lookup, as the gateway's
+  core.observe(P("2001:db9::1"));
+  EXPECT_EQ(core.counters().prefix_map_uncovered_total, 3u);
+  // A path reading's key (path_readings.cpp) is a lookup too.
+  EXPECT_EQ(core.key_prefix(P("203.0.113.9")).str(), "203.0.113.0/24");
+  EXPECT_EQ(core.counters().prefix_map_uncovered_total, 4u);
+  core.tick();
+  std::vector<Prefix> want = {P("10.170.0.0/16"), P("192.0.2.0/24"), P("198.51.100.0/24"),
+                              P("2001:db8::/32"), P("2001:db9::/48")};
+  EXPECT_EQ(core.wanted(), want);
+}
+
 TEST(AgentPrefixMap, FileIsReadAgainWhenItChangesAndKeptWhenBroken) {
   char path[] = "/tmp/spand-agent-map-XXXXXX";
   const int fd = mkstemp(path);
