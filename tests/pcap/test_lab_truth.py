@@ -32,6 +32,9 @@ that resent nothing, which compare_truth.py counts apart), decrease median 0.478
 kernel's 0.500 (most of its losses come below its legacy window of 16, where it is Reno).
 Before the replica's growth was held to Scalable TCP's 0.01 per segment acked above 16 segments
 it was 156/162: five knowable misses, the replica 2-5 segments ahead.
+Since 2026-11-28 the test says why each case compare_truth.py counts apart is unknowable from the
+wire (UNKNOWABLE below), bounds how many there are, and holds the loss class on the knowable
+connections to the issue's 99 % (all three captures: 30/30).
 Thresholds sit a little below, so a regression of a few samples fails the test.
 """
 import os
@@ -53,8 +56,46 @@ DECREASE = re.compile(r'decrease median: ours ([\d.]+) over (\d+) readings, kern
 MIN = {'reno': (0.98, 0.96), 'cubic': (0.95, 0.93), 'scalable': (0.98, 0.93)}
 MISSES = re.compile(r'W_c misses: (\d+), of them unknowable from the wire: (\d+)')
 # W_c misses the wire could have shown (not the kernel's unused windows): measured 0 (reno) and
-# 1 (cubic, the HyStart exit two ACKs before a loss, above).
-MAX_KNOWABLE_MISSES = {'reno': 0, 'cubic': 1, 'scalable': 0}
+# 1 (cubic, the HyStart exit two ACKs before a loss, above), 0 since compare_truth.py counts that
+# exit apart (2026-11-24); 0 for all three on 2026-11-28.
+MAX_KNOWABLE_MISSES = {'reno': 0, 'cubic': 0, 'scalable': 0}
+MISS = re.compile(r'^miss \S+ at [\d.]+: kernel W_c \d+, ours \w+(?:; (.*) \(unknowable\))?$', re.M)
+KNOWABLE_EVENTS = re.compile(r'loss events exact but for fast recoveries that resent nothing '
+                             r'\(unknowable\): (\d+)/(\d+)')
+SILENT = re.compile(r'events kernel=\d+/\d+ \((\d+) silent\)')
+
+# What compare_truth.py counts apart as unknowable, and why no capture can show it. The gateway
+# has only the wire: the segments the sender sent and the ACKs it got. Each case below is the
+# kernel deciding something that changed no segment.
+UNKNOWABLE = {
+    # Loss class and W_c. Linux entered fast recovery from its own SACK scoreboard on an ACK
+    # (e.g. right after an RTO recovery) and left it on the next ACK without sending a segment:
+    # no resend, no change in what it sent, so neither the loss event nor the window it had at
+    # it is in the capture. The gateway can count no event there; such a connection is scored
+    # "exact but for" that recovery.
+    'a recovery that resent nothing',
+    # W_c. The kernel's window at the loss went unused: in the round trip before it (outside
+    # recovery) no flight came within a segment of cwnd, because the application had no more to
+    # send or the transfer had sent its last byte. The wire shows the flights a sender sends,
+    # never the window it left empty above them.
+    'the kernel window went unused',
+    # W_c. CUBIC's HyStart left slow start (set ssthresh to cwnd) on an ACK of the round already
+    # under way, less than one round trip before the loss and without a loss: up to the loss the
+    # sender sent as in slow start, so no segment shows the exit. Only HyStart's own test on the
+    # RTT samples could tell, and the gateway runs none for a sender it has not identified.
+    'HyStart ended slow start less than a round trip before the loss',
+}
+# Loss class right (the fast and timeout events exactly the kernel's) on the connections the wire
+# can tell, those with no recovery that resent nothing counted against them: the issue's target,
+# 99 %, which on 30 connections is all 30. The stored captures meet it: 30/30 for each sender
+# (2026-11-28, gateway and compare_truth.py of this commit; in all, counting those recoveries as
+# misses, reno 30/30, cubic 30/30, Scalable TCP 29/30).
+MIN_EVENTS_KNOWABLE = 0.99
+# Cases counted apart, at most as many as the stored captures have (2026-11-28): unknowable W_c
+# misses reno 0, cubic 4 (three unused windows, one HyStart exit), Scalable TCP 1 (an unused
+# window); connections with a recovery that resent nothing reno 2, cubic 3, Scalable TCP 2. More,
+# and the comparison has begun to excuse what the wire does show.
+MAX_UNKNOWABLE = {'reno': (0, 2), 'cubic': (4, 3), 'scalable': (1, 2)}
 
 
 @pytest.mark.parametrize('cc', ['reno', 'cubic', 'scalable'])
@@ -78,6 +119,21 @@ def test_inference_matches_kernel(cc, tmp_path):
     misses, unknowable = int(m[1]), int(m[2])
     assert misses == wc_n - wc_ok, out
     assert misses - unknowable <= MAX_KNOWABLE_MISSES[cc], out
+    # Every miss counted apart is one of the cases the wire cannot show (UNKNOWABLE, above).
+    reasons = [r for r in MISS.findall(out) if r]
+    assert len(reasons) == unknowable, out
+    assert set(reasons) <= UNKNOWABLE, out
+    silent = [int(n) for n in SILENT.findall(out)]
+    assert unknowable <= MAX_UNKNOWABLE[cc][0] and len(silent) <= MAX_UNKNOWABLE[cc][1], out
+    # The loss class on the knowable connections: exact but for recoveries that resent nothing
+    # (UNKNOWABLE's first case), against the issue's 99 %.
+    m = KNOWABLE_EVENTS.search(out)
+    assert m, out
+    ev_knowable, n = int(m[1]), int(m[2])
+    assert n == conns and ev_knowable >= ev_ok, out
+    assert ev_knowable / n >= MIN_EVENTS_KNOWABLE, out
+    # Only a connection with such a recovery may be exact but for it.
+    assert ev_knowable - ev_ok <= len(silent), out
     # The multiplicative decrease read after each loss (one `decrease` sample per reading)
     # against the kernel's own: cwnd leaving fast recovery over cwnd entering it. Measured
     # 2026-11-23: reno 0.486 over 134 readings against 0.500 over 148 recoveries, cubic 0.624
