@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 import tomllib
+import urllib.request
 
 import pytest
 
@@ -432,3 +433,41 @@ def test_agent_prefix_map_dry_run(tmp_path):
     assert re.search(r"apply port=8080 prefix=10.170.1.0/24 .*srtt_us=40000", text), text
     # The /16 has no static prefix or connection left under it: its policy goes.
     assert "remove port=8080 prefix=10.170.0.0/16" in text, text
+
+
+def test_agent_counts_clients_no_prefix_of_the_map_covers(tmp_path):
+    """spand_agent_prefix_map_uncovered_total on the agent's /metrics (a dry run, no
+    privileges): a connection this test accepts on the agent's port comes from 127.0.0.1, which
+    the map (10.0.0.0/8 only) does not cover, so each refresh that sees it counts one lookup."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    server, _ = listener.accept()
+    pmap = tmp_path / "map.txt"
+    pmap.write_text("10.0.0.0/8\n")
+
+    mport = free_port()
+    p = subprocess.Popen([binary("spand-agent"), "--dry-run", "-f", agent_estimates(tmp_path),
+                          "-p", "%d:1000" % port, "--metrics-listen", "127.0.0.1:%d" % mport,
+                          "--prefix-map", str(pmap)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, value = time.monotonic() + 15, None
+        while time.monotonic() < deadline and not value:
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % mport,
+                                            timeout=2) as r:
+                    text = r.read().decode()
+            except OSError:
+                text = ""
+            m = re.search(r"^spand_agent_prefix_map_uncovered_total (\S+)$", text, re.M)
+            value = float(m[1]) if m else None
+            time.sleep(0.1)
+        assert value and value >= 1, value
+    finally:
+        p.terminate()
+        p.wait(10)
+        for sock in (client, server, listener):
+            sock.close()
