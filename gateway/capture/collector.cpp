@@ -204,6 +204,9 @@ void sample_json(JsonLine& j, const Sample& s, const PrefixConfig& cfg) {
     j.str(wc_reason_name(s.wc_reason));
     j.lit(",\"cwnd_limited\":");
     j.boolean(s.cwnd_limited);
+    j.lit(",\"sender\":\"");
+    j.raw(sender_kind_name(s.sender));
+    j.lit("\"");
   } else if (s.kind == SampleKind::kDecrease) {
     j.lit(",\"md_ratio\":");
     j.thousandths(s.value);

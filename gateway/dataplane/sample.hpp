@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "dataplane/packet.hpp"
+#include "dataplane/sender_id.hpp"
 
 namespace spand {
 
@@ -48,7 +49,10 @@ struct Sample {
   WcReason wc_reason = WcReason::kNone;
   RttSource rtt_source = RttSource::kNone;
   bool cwnd_limited = false;  // W_c: the flight filled cwnd (else a lower bound, app-limited)
-  uint32_t value = 0;         // W_c in segments, RTT in microseconds, decrease in thousandths
+  // W_c: the sender's flavour from its losses so far, the one that took the sample included
+  // (classify_sender, sender_id.hpp); unknown for the end-of-connection sample (no loss).
+  SenderKind sender = SenderKind::kUnknown;
+  uint32_t value = 0;  // W_c in segments, RTT in microseconds, decrease in thousandths
 };
 
 const char* wc_reason_name(WcReason r);

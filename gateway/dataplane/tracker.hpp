@@ -130,6 +130,9 @@ class Tracker {
   void restart_after_idle(HalfFlow& h, uint32_t now_us);
   static void bound_cwnd_by_flight(HalfFlow& h, bool below);
   static void cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout);
+  // Sender identification's decrease reading of a recovery whose first round a new loss cut
+  // short.
+  static void read_cut_short_decrease(HalfFlow& h, LossState& l);
   void end_round(Flow& f, Dir d);
   // A new round (one flight) begins at snd_max.
   static void start_round(HalfFlow& h);

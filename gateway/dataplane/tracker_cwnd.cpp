@@ -22,16 +22,19 @@ void vote_decrease(LossState& l, uint32_t after_seg) {
 
 }  // namespace
 
-// A loss event (tracker_loss.cpp): ssthresh = beta x cwnd (see kLossBetaPermille), then fast
-// recovery, or one segment after a timeout.
-void Tracker::cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout) {
-  // A loss before the first full round after the previous recovery (a window of 7/8 often
-  // fills a small buffer again within a round trip): the decrease is read on the part of the
-  // round seen, for sender identification only (md_ratio and the decrease samples keep to full
-  // rounds).
+// A loss before the first full round after the previous recovery (a window of 7/8 often fills
+// a small buffer again within a round trip): the decrease is read on the part of the round
+// seen, for sender identification only (md_ratio and the decrease samples keep to full rounds).
+// Called by start_loss_event (tracker_loss.cpp) before the loss's W_c sample and cwnd_on_loss.
+void Tracker::read_cut_short_decrease(HalfFlow& h, LossState& l) {
   if ((h.flags & kHfMdPending) && h.cc == CcState::kCongestionAvoidance && h.round_flight_seg) {
     vote_decrease(l, h.round_flight_seg);
   }
+}
+
+// A loss event (tracker_loss.cpp): ssthresh = beta x cwnd (see kLossBetaPermille), then fast
+// recovery, or one segment after a timeout.
+void Tracker::cwnd_on_loss(HalfFlow& h, LossState& l, bool timeout) {
   if (h.cc != CcState::kFastRecovery && h.cc != CcState::kTimeoutRecovery) {
     l.cwnd_before_loss_q16 = h.cwnd_q16;
     l.recovery_from_ca = h.cc == CcState::kCongestionAvoidance;

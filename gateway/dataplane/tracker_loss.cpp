@@ -226,10 +226,13 @@ void Tracker::classify_resend(Flow& f, Dir d, LossState& l, uint32_t seq, uint32
 
 void Tracker::start_loss_event(Flow& f, Dir d, bool timeout, uint32_t wait_us) {
   HalfFlow& h = f.h(d);
-  wc_at_loss(f, d);
   LossState& l = loss(h);
-  h.flags |= kHfLossSeen;
+  // Before the W_c sample, which names the sender from the losses so far: this loss counted,
+  // the decrease of the one before read (on the part of its round seen, if it was cut short).
+  read_cut_short_decrease(h, l);
   bump(timeout ? l.loss_timeout : l.loss_fast);
+  wc_at_loss(f, d);
+  h.flags |= kHfLossSeen;
   ++emit_.counters->loss_events[size_t(d)][timeout ? 1 : 0];
   bump(l.loss_by_flight[timeout ? 1 : 0][loss_flight_class(flight_segments(h))]);
   if (timeout) l.timeout_wait_us += wait_us;

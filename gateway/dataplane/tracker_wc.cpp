@@ -65,6 +65,12 @@ void Tracker::wc_sample(Flow& f, Dir d, uint32_t wc_seg, WcReason why, bool limi
   s.wc_reason = why;
   s.cwnd_limited = limited;
   s.value = wc_seg;
+  // start_loss_event has counted the loss that takes this sample and read the decrease of the
+  // one before it: the flavour as far as the losses so far show it (the flow record's verdict
+  // is the same rule at close).
+  if (const LossState* l = loss_if_any(h)) {
+    s.sender = classify_sender(uint32_t(l->loss_fast) + l->loss_timeout, l->sender);
+  }
   emit_.sample(s);
 }
 

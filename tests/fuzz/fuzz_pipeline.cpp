@@ -67,7 +67,7 @@ bool same_sample(const Sample& a, const Sample& b) {
   return a.ts_ns == b.ts_ns && a.client == b.client && a.server == b.server &&
          a.client_port == b.client_port && a.server_port == b.server_port && a.kind == b.kind &&
          a.wc_reason == b.wc_reason && a.rtt_source == b.rtt_source &&
-         a.cwnd_limited == b.cwnd_limited && a.value == b.value;
+         a.cwnd_limited == b.cwnd_limited && a.sender == b.sender && a.value == b.value;
 }
 
 }  // namespace

@@ -109,6 +109,7 @@ std::string ref_sample_json(const Sample& s, const PrefixConfig& cfg) {
     j["wc_segments"] = s.value;
     j["reason"] = wc_reason_name(s.wc_reason);
     j["cwnd_limited"] = s.cwnd_limited;
+    j["sender"] = sender_kind_name(s.sender);
   } else if (s.kind == SampleKind::kDecrease) {
     j["md_ratio"] = s.value / 1000.0;
   } else {
@@ -224,6 +225,7 @@ TEST(JsonLine, SampleRecordsAreTheBytesNlohmannWrote) {
     s.wc_reason = WcReason(rng() % 4);
     s.rtt_source = RttSource(rng() % 4);
     s.cwnd_limited = rng() % 2;
+    s.sender = SenderKind(rng() % kSenderKinds);
     s.value = uint32_t(edge(rng));
     const PrefixConfig& cfg = configs[rng() % 4];
     ASSERT_EQ(sample_to_json(s, cfg), ref_sample_json(s, cfg)) << n;

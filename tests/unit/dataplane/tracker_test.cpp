@@ -1046,6 +1046,18 @@ TEST(Tracker, SenderIsIdentifiedFromItsDecreasesAndPacing) {
     }
     EXPECT_EQ(recs[0].s2c.sender, c.want) << "beta " << c.beta << " paced " << c.paced;
     EXPECT_EQ(recs[0].c2s.sender, SenderKind::kUnknown);  // the client sent no data
+    // Each W_c sample names the sender as the losses so far show it: the first loss (slow
+    // start's end, no W_c) read, every sample from the second loss on names the flavour.
+    std::string got;
+    for (const Sample& s : k.samples()) {
+      if (s.kind == SampleKind::kWc) got += std::string(" ") + sender_kind_name(s.sender);
+    }
+    ASSERT_GE(sim.wc_truth.size(), 3u);  // losses after the first, in congestion avoidance
+    std::string want;
+    for (size_t i = 0; i < sim.wc_truth.size(); ++i) {
+      want += std::string(" ") + sender_kind_name(c.want);
+    }
+    EXPECT_EQ(got, want) << "beta " << c.beta << " paced " << c.paced;
   }
   // One loss is not enough.
   Conn k;
