@@ -3,7 +3,9 @@
 For each congestion control, netlab.sh runs real Linux TCP transfers through a drop-tail
 bottleneck with real round-trip times, captures them where a span port would sit, and records
 the server kernel's tcp_probe / tcp_cong_state_set / tcp_retransmit_skb trace. The gateway reads
-only the capture; compare_truth.py checks its loss events and W_c samples against the trace.
+only the capture; compare_truth.py checks its loss events and W_c samples against the trace,
+sender_truth.py says which connections could show the server's congestion control on the wire
+(checked against the gateway's `sender`).
 
 The expected values come from the kernel, not from the gateway. The thresholds are margins
 below what was measured on this lab (the measured numbers are next to each threshold). Needs root,
@@ -19,9 +21,13 @@ import sys
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from compare_truth import STATE, endpoint  # noqa: E402  (the lab's own trace parsers)
+from sender_truth import PROBE  # noqa: E402
 GATEWAY = os.environ.get('SPAND_GATEWAY', 'spand-gateway')
 NETLAB = os.path.join(HERE, 'netlab.sh')
 COMPARE = os.path.join(HERE, 'compare_truth.py')
+SENDER_TRUTH = os.path.join(HERE, 'sender_truth.py')
 TRACEFS = '/sys/kernel/tracing'
 SERVER_PORT = 5001
 
@@ -50,6 +56,21 @@ NETLAB_TIMEOUT_S = 150
 MIN_WC_WITHIN_1 = {'reno': 0.90, 'cubic': 0.85}
 MIN_EVENTS_EXACT = {'reno': 0.80, 'cubic': 0.60}
 MIN_KERNEL_WC_SAMPLES = 30  # fewer, and the lab made too few losses to say anything
+# Sender identification (issue 15, point 2: at least 95 % of the connections with two or more
+# losses named right); see test_sender_flavour_matches_server_cc for what is counted.
+MIN_SENDER_RIGHT = 0.95
+MIN_SENDER_KNOWABLE = 8  # fewer, and the run showed too few decreases to say anything
+# The flow record's name for the congestion control the lab's server ran.
+SENDER_NAME = {'reno': 'reno', 'cubic': 'cubic'}
+# The window each rule leaves after a loss at W segments (sender_id.hpp): Reno max(W/2, 2),
+# CUBIC max(W x 717/1024, 2).
+RULE = {'reno': lambda w: max(w // 2, 2), 'cubic': lambda w: max(w * 717 // 1024, 2)}
+
+
+def kept_own_rule(cc, before, after):
+    """The kernel's own window after a recovery is nearer its algorithm's rule than the other's."""
+    other = 'cubic' if cc == 'reno' else 'reno'
+    return abs(after - RULE[cc](before)) < abs(after - RULE[other](before))
 
 DECREASE = re.compile(r'decrease median: ours ([\d.]+) over (\d+) readings, kernel ([\d.]+) '
                       r'over (\d+) recoveries')
@@ -95,6 +116,37 @@ def run_lab(outdir, cc):
     assert proc.returncode == 0, f'netlab.sh failed:\n{err}'
 
 
+def kernel_recoveries(trace_path):
+    """Per peer: (cwnd entering, cwnd after) of each of the server kernel's fast recoveries
+    entered from outside recovery and loss that ended in the open or disorder state: cwnd at
+    its last tcp_probe before the recovery began, and at its first tcp_probe after it ended
+    (before any other state change)."""
+    cwnd, state, entry, waiting, out = {}, {}, {}, {}, {}
+    with open(trace_path, errors='replace') as trace:
+        for line in trace:
+            m = PROBE.search(line)
+            if m:
+                peer = endpoint(m.group(2))
+                cwnd[peer] = int(m.group(4))
+                if peer in waiting:
+                    out.setdefault(peer, []).append((waiting.pop(peer), cwnd[peer]))
+                continue
+            m = STATE.search(line)
+            if not m:
+                continue
+            peer, st = (m.group(3), int(m.group(2))), int(m.group(4))
+            prev = state.get(peer, 0)
+            waiting.pop(peer, None)
+            if st == 3 and prev not in (3, 4) and peer in cwnd:
+                entry[peer] = cwnd[peer]
+            elif st in (0, 1) and prev == 3 and peer in entry:
+                waiting[peer] = entry.pop(peer)
+            elif st == 4:
+                entry.pop(peer, None)
+            state[peer] = st
+    return out
+
+
 def traced_peers(trace_path):
     with open(trace_path, errors='replace') as trace:
         return {(m.group(1), int(m.group(2))) for m in map(TRACED_PEER.search, trace) if m}
@@ -127,6 +179,9 @@ class LabRun:
         # before tcpdump starts, but its last FIN or ACK can still be captured: the gateway then
         # reports it as a connection picked up mid-stream, which is right, and not one of ours.
         self.found = {(f['client'], f['client_port']) for f in flows if f['handshake']}
+        self.sender = {(f['client'], f['client_port']): f['s2c']['sender'] for f in flows}
+        with open(samples_path) as samples_file:
+            self.wc_samples = [s for s in map(json.loads, samples_file) if s['kind'] == 'wc']
         self.midstream = [f for f in flows if not f['handshake']]
         self.traced = traced_peers(outdir / 'tcp_probe.txt')
         self.fetched = fetched_peers(outdir / 'transfers.txt')
@@ -142,6 +197,21 @@ class LabRun:
         decrease = DECREASE.search(cmp.stdout)
         self.decrease = (float(decrease[1]), int(decrease[2]), float(decrease[3]),
                          int(decrease[4])) if decrease else None
+        # Per connection the server kernel traced: its loss events and whether one of them
+        # showed the flavour on the wire (sender_truth.py; the run's cc from its params).
+        truth_path = outdir / 'sender_truth.tsv'
+        subprocess.run([sys.executable, SENDER_TRUTH, str(outdir), str(truth_path)],
+                       check=True, timeout=120)
+        self.recoveries = kernel_recoveries(outdir / 'tcp_probe.txt')
+        self.sender_truth = {}
+        with open(truth_path) as truth_file:
+            for row in truth_file:
+                if row.startswith('#'):
+                    continue
+                addr, port, cc, losses, expected, shown = row.split('\t')[:6]
+                assert cc == self.cc
+                shown = [] if shown == '-' else [int(w) for w in shown.split(',')]
+                self.sender_truth[(addr, int(port))] = (int(losses), expected, shown)
 
 
 @pytest.fixture(scope='module', params=['reno', 'cubic'])
@@ -181,3 +251,74 @@ def test_wc_in_congestion_avoidance_matches_kernel(lab):
     print(lab.report)
     assert lab.wc_total >= MIN_KERNEL_WC_SAMPLES, lab.report
     assert lab.wc_close / lab.wc_total >= MIN_WC_WITHIN_1[lab.cc], lab.report
+
+
+def test_sender_flavour_matches_server_cc(lab):
+    """Sender identification (the flow record's and the W_c samples' `sender`, issue 15 point 2)
+    against the congestion control the lab's server ran: reno -> `reno` (Reno-like), cubic ->
+    `cubic`. Counted: connections with two or more loss events in the server kernel's trace
+    whose flavour the wire could show; at least 95 % of them named right.
+
+    Excluded from the share, connections none of whose losses could show the flavour:
+    - sender_truth.py's `-` (held to the server's flavour or `unknown`, never another): every
+      fast recovery began at a window under 9 segments, where Reno's max(W/2, 2) and CUBIC's
+      max(0.7 W, 2) are less than the two segments apart a flight on the wire can tell (a
+      segment in transit, one of growth), or an RTO interrupted it (the window restarts from
+      one segment), or no new data followed it (the transfer ended in or right after it: no
+      flight after the decrease to read);
+    - the kernel's own window after each such recovery was nearer the other rule's window than
+      its own (kept_own_rule): proportional rate reduction ends a recovery with the window the
+      ACKs let it rebuild, below ssthresh when more was lost than the decrease. Seen after a
+      slow start's overshoot: CUBIC 78 -> 45 segments (0.58; Reno's rule says 39, CUBIC's 54),
+      which the wire shows, rightly, as a Reno-like halving.
+
+    W_c samples: each names the flavour as far as the connection's losses so far show it (an
+    earlier one can name what later readings correct); an end-of-connection sample (no loss) is
+    `unknown`, and a connection's last sample names what its flow record names or `unknown`.
+
+    Measured (seed 1, 2026-11-28, two runs): reno 13/13 and 16/16 (0 and 1 excluded, `-`),
+    cubic 16/16 and 20/20 (3 excluded: 2 `-`, and 78 -> 45 above, named `reno`; then 2 `-`).
+    """
+    want = SENDER_NAME[lab.cc]
+    right, knowable, misses, excluded, counted = 0, 0, [], [], set()
+    for peer, (losses, expected, shown) in sorted(lab.sender_truth.items()):
+        if losses < 2:
+            continue
+        got = lab.sender.get(peer)
+        assert got is not None, f'{peer}: traced by the kernel, not in the flow records'
+        assert expected in (want, '-'), (peer, expected)
+        # The recoveries sender_truth.py says the wire could show (in order, by entry window),
+        # and of them those after which the kernel's window followed its own rule.
+        pending = list(shown)
+        own = False
+        for before, after in lab.recoveries.get(peer, []):
+            if pending and before == pending[0]:
+                pending.pop(0)
+                own = own or (before >= 9 and kept_own_rule(lab.cc, before, after))
+        if expected == '-':
+            assert got in (want, 'unknown'), f'{peer} ({lab.cc}, unknowable): said {got}'
+            excluded.append((peer, 'no decrease shown', got))
+            continue
+        if not own:
+            excluded.append((peer, "kernel's window nearer the other rule", got))
+            continue
+        knowable += 1
+        counted.add(peer)
+        right += got == want
+        if got != want:
+            misses.append((peer, got))
+    report = (f'{lab.cc}: sender right for {right}/{knowable} connections with two or more '
+              f'losses that showed a decrease; misses {misses}; excluded {excluded}')
+    print(report)
+    assert knowable >= MIN_SENDER_KNOWABLE, report
+    assert right >= MIN_SENDER_RIGHT * knowable, report
+    for s in lab.wc_samples:
+        if s['reason'] == 'end_of_connection':
+            assert s['sender'] == 'unknown', s
+    last = {}
+    for s in lab.wc_samples:
+        last[(s['client'], s['client_port'])] = s['sender']
+    for peer, sender in last.items():
+        assert sender in (lab.sender[peer], 'unknown'), (peer, sender, lab.sender[peer])
+        if peer in counted:
+            assert sender in (want, 'unknown'), (peer, sender)
