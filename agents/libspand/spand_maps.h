@@ -67,6 +67,23 @@ static inline spand_u32 spand_queue_window(spand_u32 iw, spand_u32 hs_rtt_us, sp
   return (spand_u32)fit;
 }
 
+/* Rule 12's rank gate (SPAND_POLICY_PACE_RANK): whether the n-th first window in flight (n
+ * counts this one), `iw` segments each, still fits with those before it in what the buffer has
+ * free: the buffer in time (room_us, the largest queueing delay seen, but no more than one
+ * propagation RTT) minus what the handshake waited, at the path's rate. The cap: a smoothed RTT
+ * stretched by recovery reads far above the buffer (89-131 ms of queueing on the lab's 50 ms
+ * buffer under 8 concurrent transfers), and would have left every window unpaced. */
+static inline int spand_floor_fits(spand_u32 n, spand_u32 iw, spand_u32 hs_rtt_us,
+                                   spand_u32 prop_rtt_us, spand_u32 room_us,
+                                   spand_u64 rate_bytes_per_s, spand_u32 mss) {
+  spand_u32 queued = hs_rtt_us > prop_rtt_us ? hs_rtt_us - prop_rtt_us : 0;
+  spand_u64 free_segments;
+  if (room_us > prop_rtt_us) room_us = prop_rtt_us;
+  if (!rate_bytes_per_s || !mss || !room_us || queued >= room_us) return 0;
+  free_segments = rate_bytes_per_s * (room_us - queued) / 1000000u / mss;
+  return (spand_u64)n * iw <= free_segments;
+}
+
 /* Whether the buffer (room_us, the largest queueing delay seen, at rate) holds fewer than
  * `segments` segments: then the kernel's own first window, sent back to back, overflows it by
  * itself. Where rule 11 leaves such a socket to the kernel, the kernel's window is paced at the
@@ -110,6 +127,14 @@ struct spand_prefix_key {
  * in flight. Without it both are keyed by the fixed network. Set by the agent with a prefix map
  * for a policy whose prefix is not that fixed network. */
 #define SPAND_POLICY_OWN_NET 0x40u
+/* With SPAND_POLICY_PACE_QUEUED: the gate is the socket's rank, not its handshake's queue. The
+ * program counts such first windows in flight per host (prefix_active's key of length 0: the
+ * lab's 8 concurrent clients sat in three /24s behind one bottleneck); those that fit in the
+ * buffer's free room with the ones before them (spand_floor_fits) are left to the kernel, the
+ * later ones are paced, all of one rate bin through one HTB class at the rate (no 4 copies, no
+ * class above the rate), so that they reach the bottleneck one after another (docs/DESIGN.md,
+ * rule 12). */
+#define SPAND_POLICY_PACE_RANK 0x80u
 #define SPAND_STATE_PACED 0x100u
 #define SPAND_STATE_COUNTED 0x200u /* the socket is counted in prefix_active */
 #define SPAND_STATE_TRAIN 0x400u   /* timing the ACKs of the socket's first flight */

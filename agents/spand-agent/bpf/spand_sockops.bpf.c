@@ -179,7 +179,11 @@ static __always_inline void net_key(struct bpf_sock_ops* skops, __u32 len,
  * state callback's flag, counted_by_flag) has the fixed network. */
 static __always_inline void count_key(struct bpf_sock_ops* skops, __u32 flags, __u32 net_len,
                                       struct spand_active_key* k) {
-  net_key(skops, (flags & SPAND_POLICY_OWN_NET) ? net_len : fixed_net_len(skops), k);
+  __u32 len = (flags & SPAND_POLICY_OWN_NET) ? net_len : fixed_net_len(skops);
+
+  /* Rule 12 by rank counts first windows per host: one key of length 0. */
+  if ((flags & SPAND_POLICY_PACE_RANK) && (flags & SPAND_POLICY_PACE_QUEUED)) len = 0;
+  net_key(skops, len, k);
 }
 
 /* One more first window toward a network; returns how many are in flight now. */
@@ -359,8 +363,9 @@ static __always_inline void train_step(struct bpf_sock_ops* skops, struct spand_
 /* Puts a socket whose first window is paced at `rate` into the HTB class of that rate
  * (spand_maps.h). A socket that already has a priority of its own keeps it (and stays with the
  * kernel's pacing only). The copy within the bin comes from the remote port, so concurrent
- * first windows of one bin rarely share a token bucket. */
-static __always_inline void pace_class(struct bpf_sock_ops* skops, __u32 rate) {
+ * first windows of one bin rarely share a token bucket; rule 12's windows paced by rank
+ * (`serial`) all take the bin's first copy at the rate itself, one after another. */
+static __always_inline void pace_class(struct bpf_sock_ops* skops, __u32 rate, int serial) {
   __u32 port = skops->remote_port;
   __u64 rate64;
   int prio = 0;
@@ -373,10 +378,10 @@ static __always_inline void pace_class(struct bpf_sock_ops* skops, __u32 rate) {
   /* The class runs 9-25 % faster than the kernel's pacing (a bin's rate is up to 12.5 % below
    * the rate asked for): it spreads the 10 segments the kernel sends unpaced, and its backlog
    * drains while the kernel paces the rest (a class slower than the kernel never drained). */
-  rate64 = (__u64)rate + (__u64)rate / 4;
+  rate64 = serial ? rate : (__u64)rate + (__u64)rate / 4;
   if (rate64 > 0xffffffffull) rate64 = 0xffffffffull;
   prio = (int)spand_pace_classid(spand_pace_bin((__u32)rate64),
-                                 (port ^ (port >> 8)) % SPAND_PACE_COPIES);
+                                 serial ? 0 : (port ^ (port >> 8)) % SPAND_PACE_COPIES);
   if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_PRIORITY, &prio, sizeof(prio)) == 0)
     count(SPAND_STAT_PACE_CLASSED);
 }
@@ -466,8 +471,17 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * congestion control, BBR by default), only where the handshake waited in a queue (a bulk
      * flow keeps the buffer full: paced, fewer of the 8 starting together lose their whole
      * window). Into an empty buffer the burst costs nothing: the kernel's, congestion control
-     * included. */
-    if (spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us)) {
+     * included. By rank too (SPAND_POLICY_PACE_RANK): of those, the first windows of this host
+     * that fit in the buffer's free room go as the kernel's burst, the later ones are paced. */
+    int paced = spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us);
+
+    if (paced && (flags & SPAND_POLICY_PACE_RANK)) {
+      count_key(skops, flags, net_len, &net);
+      share = count_in(&net);
+      paced = !spand_floor_fits(share, iw, skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us,
+                                p->path_rate_bytes_per_s, skops->mss_cache);
+    }
+    if (paced) {
       count(SPAND_STAT_FLOOR_PACED);
     } else {
       count(SPAND_STAT_FLOOR_LEFT);
@@ -555,7 +569,8 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
       count(SPAND_STAT_PACING_FAILED);
     else if (spand_pace_htb)
-      pace_class(skops, rate32);
+      pace_class(skops, rate32,
+                 (flags & SPAND_POLICY_PACE_RANK) && (flags & SPAND_POLICY_PACE_QUEUED));
   }
   if (!rate && !(flags & SPAND_POLICY_SKIP_SS) && !share) goto out;
   sk = skops->sk;

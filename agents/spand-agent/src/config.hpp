@@ -57,6 +57,9 @@ struct PolicyConfig {
   std::string share_floor_cc = "bbr";
   // ... only for a socket whose handshake waited 2 ms or more in a queue (false: every one).
   bool share_floor_queued_only = true;
+  // ... gated by rank instead: the first windows of this host that fit in the buffer's free room
+  // go as the kernel's burst, the later ones are paced one after another (rule 12).
+  bool share_floor_rank = true;
   // kRounds, BPF mode: a handshake that waited in a standing queue cuts the first window to the
   // room the buffer has left (docs/DESIGN.md, rule 11).
   bool standing_queue = true;

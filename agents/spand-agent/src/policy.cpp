@@ -161,6 +161,7 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     p.min_cwnd_segments = iw_kernel;
     p.pacing_rate_bytes_per_s = rate;
     p.pace_only_queued = policy.share_floor_queued_only;
+    p.pace_by_rank = policy.share_floor_queued_only && policy.share_floor_rank;
     p.share_floor = true;
     p.queue_room_us = static_cast<uint32_t>(path->max_srtt_us - prop_rtt_us);
     p.prop_rtt_us = static_cast<uint32_t>(prop_rtt_us);

@@ -69,6 +69,9 @@ struct KernelPolicy {
   // Rule 12 (BPF mode): the kernel's own start, paced, applied only to a socket whose handshake
   // waited 2 ms or more over prop_rtt_us in a queue; else left to the kernel.
   bool pace_only_queued = false;
+  // ... gated by the socket's rank among this host's first windows in flight instead (those
+  // that fit the buffer's free room left to the kernel, the later ones paced one after another).
+  bool pace_by_rank = false;
   bool share_floor = false;  // the policy is rule 12's (the kernel's IW10, paced)
   // When the kernel must stop applying it on its own (the core's clock, seconds; 0 = never):
   // set by AgentCore, kept by the BPF program (an agent killed with SIGKILL removes nothing).

@@ -328,6 +328,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_FALSE(d.policy.share_rate_only);
   EXPECT_TRUE(d.policy.share_floor);
   EXPECT_TRUE(d.policy.pace_only_queued);
+  EXPECT_TRUE(d.policy.pace_by_rank);  // share_floor_rank, on by default: gated by rank
   EXPECT_EQ(d.policy.queue_room_us, 50'000u);
   EXPECT_EQ(d.policy.prop_rtt_us, 50'000u);
   EXPECT_EQ(d.policy.path_rate_bytes_per_s, 1'250'000u);
@@ -349,8 +350,15 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   d = decide(est, 0, port(21 * 1448), pol, {"bbr"}, &eight_full);
   EXPECT_TRUE(d.policy.share_floor);
   EXPECT_FALSE(d.policy.pace_only_queued);
+  EXPECT_FALSE(d.policy.pace_by_rank);  // no gate at all: no rank either
   EXPECT_EQ(d.policy.congestion_control, "bbr");
   pol.share_floor_queued_only = true;
+  // share_floor_rank = false: the handshake's queue is the gate, as before.
+  pol.share_floor_rank = false;
+  d = decide(est, 0, port(21 * 1448), pol, {"bbr"}, &eight_full);
+  EXPECT_TRUE(d.policy.pace_only_queued);
+  EXPECT_FALSE(d.policy.pace_by_rank);
+  pol.share_floor_rank = true;
   // A transfer IW10 sends in one round, no rate, no overflow seen, or one sender: no floor.
   EXPECT_EQ(decide(est, 0, port(10 * 1448), pol, {}, &eight_full).skip, SkipReason::kNoGain);
   PathInfo eight_no_rate{0, 50'000, 10, 8.0, 100'000, 1};
@@ -431,6 +439,40 @@ TEST(QueueWindow, AHandshakeThatWaitedInAStandingQueueGetsWhatTheBufferHasLeft) 
   EXPECT_EQ(spand_queue_window(21, 90'000, 0, room, rate, mss, 21, 10), 21u);
   EXPECT_EQ(spand_queue_window(21, 90'000, prop, 0, rate, mss, 21, 10), 21u);
   EXPECT_EQ(spand_queue_window(21, 90'000, prop, room, 0, mss, 21, 10), 21u);
+}
+
+TEST(QueueWindow, RuleTwelvesRankGateLeavesTheWindowsThatFitTheFreeRoom) {
+  // The lab's 8 concurrent transfers: 1.19 MB/s, 50 ms propagation, 1448-byte segments, IW10.
+  // The buffer in time is capped at the propagation RTT: 50 ms at 1.19 MB/s hold 41.09
+  // segments, so with no queue at the handshake four windows of 10 fit and the fifth does not.
+  const uint32_t prop = 50'000, mss = 1448;
+  const uint64_t rate = 1'190'000;
+  auto fits = [&](uint32_t n, uint32_t hs_us, uint32_t room_us) {
+    return spand_floor_fits(n, 10, hs_us, prop, room_us, rate, mss);
+  };
+  EXPECT_TRUE(fits(1, 50'000, 50'000));
+  EXPECT_TRUE(fits(4, 50'000, 50'000));
+  EXPECT_FALSE(fits(5, 50'000, 50'000));
+  // A smoothed RTT stretched by recovery read 131 ms of queueing: still 50 ms of room.
+  EXPECT_TRUE(fits(4, 50'000, 131'000));
+  EXPECT_FALSE(fits(5, 50'000, 131'000));
+  // A smaller buffer seen is taken as it is: 30 ms hold 24.65 segments, two windows.
+  EXPECT_TRUE(fits(2, 50'000, 30'000));
+  EXPECT_FALSE(fits(3, 50'000, 30'000));
+  // The handshake waited 9 ms in the bulk flow's queue: 41 ms left hold 33.7 segments, three.
+  EXPECT_TRUE(fits(3, 59'000, 50'000));
+  EXPECT_FALSE(fits(4, 59'000, 50'000));
+  // A handshake faster than the propagation RTT read (jitter) counts no queue.
+  EXPECT_TRUE(fits(4, 49'000, 50'000));
+  // As much queued as the room (or more): nothing fits, every window is paced.
+  EXPECT_FALSE(fits(1, 100'000, 50'000));
+  EXPECT_FALSE(fits(1, 120'000, 50'000));
+  // Unknown inputs: nothing fits (the socket is paced, the safe direction on a full buffer).
+  EXPECT_FALSE(spand_floor_fits(1, 10, 50'000, prop, 0, rate, mss));
+  EXPECT_FALSE(spand_floor_fits(1, 10, 50'000, prop, 50'000, 0, mss));
+  EXPECT_FALSE(spand_floor_fits(1, 10, 50'000, prop, 50'000, rate, 0));
+  // No overflow at the extremes of the inputs (a 4 s room at 2^40 bytes/s).
+  EXPECT_TRUE(spand_floor_fits(1000, 10, 4'000'000, 4'000'000, 4'000'000, 1ull << 40, 1448));
 }
 
 TEST(QueueWindow, ABufferUnderTheKernelsWindowIsTold) {
