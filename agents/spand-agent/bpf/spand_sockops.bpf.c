@@ -471,15 +471,18 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * congestion control, BBR by default), only where the handshake waited in a queue (a bulk
      * flow keeps the buffer full: paced, fewer of the 8 starting together lose their whole
      * window). Into an empty buffer the burst costs nothing: the kernel's, congestion control
-     * included. By rank too (SPAND_POLICY_PACE_RANK): of those, the first windows of this host
-     * that fit in the buffer's free room go as the kernel's burst, the later ones are paced. */
-    int paced = spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us);
+     * included. By rank instead (SPAND_POLICY_PACE_RANK): the first windows of this host that
+     * fit in the buffer's free room go as the kernel's burst, the later ones are paced (the
+     * handshake gate left half the batches whole, and their last four lost whole windows). */
+    int paced;
 
-    if (paced && (flags & SPAND_POLICY_PACE_RANK)) {
+    if (flags & SPAND_POLICY_PACE_RANK) {
       count_key(skops, flags, net_len, &net);
       share = count_in(&net);
       paced = !spand_floor_fits(share, iw, skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us,
                                 p->path_rate_bytes_per_s, skops->mss_cache);
+    } else {
+      paced = spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us);
     }
     if (paced) {
       count(SPAND_STAT_FLOOR_PACED);
