@@ -172,6 +172,12 @@ static __always_inline void net_key(struct bpf_sock_ops* skops, __u32 len,
   __builtin_memcpy(&k->data[0], w, 16);
 }
 
+/* Rule 12 gated by rank (SPAND_POLICY_PACE_RANK, meaningful only with PACE_QUEUED): its first
+ * windows count per host and the paced ones share one class (spand_maps.h). */
+static __always_inline int rank_gated(__u32 flags) {
+  return (flags & SPAND_POLICY_PACE_RANK) && (flags & SPAND_POLICY_PACE_QUEUED);
+}
+
 /* The network a socket with these policy flags (and net_len) counts in: the policy's own prefix
  * with SPAND_POLICY_OWN_NET, else the fixed one. Its sockets count up and down with the same key:
  * apply_policy keeps the flag and net_len of the policy it applied in the socket's state (a
@@ -182,7 +188,7 @@ static __always_inline void count_key(struct bpf_sock_ops* skops, __u32 flags, _
   __u32 len = (flags & SPAND_POLICY_OWN_NET) ? net_len : fixed_net_len(skops);
 
   /* Rule 12 by rank counts first windows per host: one key of length 0. */
-  if ((flags & SPAND_POLICY_PACE_RANK) && (flags & SPAND_POLICY_PACE_QUEUED)) len = 0;
+  if (rank_gated(flags)) len = 0;
   net_key(skops, len, k);
 }
 
@@ -476,7 +482,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * handshake gate left half the batches whole, and their last four lost whole windows). */
     int paced;
 
-    if (flags & SPAND_POLICY_PACE_RANK) {
+    if (rank_gated(flags)) {
       count_key(skops, flags, net_len, &net);
       share = count_in(&net);
       paced = !spand_floor_fits(share, iw, skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us,
@@ -572,8 +578,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     if (bpf_setsockopt(skops, SPAND_SOL_SOCKET, SPAND_SO_MAX_PACING_RATE, &rate32, sizeof(rate32)))
       count(SPAND_STAT_PACING_FAILED);
     else if (spand_pace_htb)
-      pace_class(skops, rate32,
-                 (flags & SPAND_POLICY_PACE_RANK) && (flags & SPAND_POLICY_PACE_QUEUED));
+      pace_class(skops, rate32, rank_gated(flags));
   }
   if (!rate && !(flags & SPAND_POLICY_SKIP_SS) && !share) goto out;
   sk = skops->sk;

@@ -196,7 +196,7 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   if (p.share_concurrent) val.flags |= SPAND_POLICY_SHARE;
   if (p.share_rate_only) val.flags |= SPAND_POLICY_SHARE_RATE;  // set with share_concurrent only
   if (p.pace_only_queued) val.flags |= SPAND_POLICY_PACE_QUEUED;
-  if (p.pace_only_queued && p.pace_by_rank) val.flags |= SPAND_POLICY_PACE_RANK;
+  if (p.pace_by_rank) val.flags |= SPAND_POLICY_PACE_RANK;  // set with pace_only_queued only
   val.min_cwnd_segments = p.min_cwnd_segments;
   val.ssthresh_segments = p.ssthresh_segments;
   val.pacing_cwnd_segments = p.pacing_cwnd_segments;
