@@ -73,15 +73,36 @@ static inline spand_u32 spand_queue_window(spand_u32 iw, spand_u32 hs_rtt_us, sp
  * propagation RTT) minus what the handshake waited, at the path's rate. The cap: a smoothed RTT
  * stretched by recovery reads far above the buffer (89-131 ms of queueing on the lab's 50 ms
  * buffer under 8 concurrent transfers), and would have left every window unpaced. */
+static inline spand_u64 spand_floor_free(spand_u32 hs_rtt_us, spand_u32 prop_rtt_us,
+                                         spand_u32 room_us, spand_u64 rate_bytes_per_s,
+                                         spand_u32 mss) {
+  spand_u32 queued = hs_rtt_us > prop_rtt_us ? hs_rtt_us - prop_rtt_us : 0;
+  if (room_us > prop_rtt_us) room_us = prop_rtt_us;
+  if (!rate_bytes_per_s || !mss || !room_us || queued >= room_us) return 0;
+  return rate_bytes_per_s * (room_us - queued) / 1000000u / mss;
+}
+
 static inline int spand_floor_fits(spand_u32 n, spand_u32 iw, spand_u32 hs_rtt_us,
                                    spand_u32 prop_rtt_us, spand_u32 room_us,
                                    spand_u64 rate_bytes_per_s, spand_u32 mss) {
-  spand_u32 queued = hs_rtt_us > prop_rtt_us ? hs_rtt_us - prop_rtt_us : 0;
-  spand_u64 free_segments;
-  if (room_us > prop_rtt_us) room_us = prop_rtt_us;
-  if (!rate_bytes_per_s || !mss || !room_us || queued >= room_us) return 0;
-  free_segments = rate_bytes_per_s * (room_us - queued) / 1000000u / mss;
+  spand_u64 free_segments = spand_floor_free(hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss);
   return (spand_u64)n * iw <= free_segments;
+}
+
+/* Rule 12's first window for the n-th socket of a batch: the first sends `burst` segments (the
+ * window it would get alone) when that fits the free room; the n-th after it goes as the kernel's
+ * `iw` while the first's window plus n - 1 more of `iw` fit; 0 = paced. */
+static inline spand_u32 spand_floor_window(spand_u32 n, spand_u32 iw, spand_u32 burst,
+                                           spand_u32 hs_rtt_us, spand_u32 prop_rtt_us,
+                                           spand_u32 room_us, spand_u64 rate_bytes_per_s,
+                                           spand_u32 mss) {
+  spand_u64 free_segments = spand_floor_free(hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss);
+  spand_u64 first;
+  if (!n) return 0;
+  if (burst < iw) burst = iw;
+  first = burst <= free_segments ? burst : iw;
+  if (first + (spand_u64)(n - 1) * iw > free_segments) return 0;
+  return n == 1 ? (spand_u32)first : iw;
 }
 
 /* Whether the buffer (room_us, the largest queueing delay seen, at rate) holds fewer than
@@ -197,7 +218,10 @@ struct spand_policy {
   /* With SPAND_POLICY_OWN_NET: the length of the policy's own prefix in the IPv4-mapped space
    * (its key's prefixlen without the port: 96 + 16 for an IPv4 /16). */
   spand_u32 net_len;
-  spand_u32 reserved;
+  /* With SPAND_POLICY_PACE_RANK: the window the transfer would get alone (rule 2, not divided
+   * among the host's senders); the first of a batch sends it as one burst when it fits the
+   * buffer's free room (0: the kernel's initial window). */
+  spand_u32 floor_burst_segments;
 };
 
 /* prefix_active's and prefix_rate's key: a client network, the client address masked to `len`

@@ -481,12 +481,19 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
      * fit in the buffer's free room go as the kernel's burst, the later ones are paced (the
      * handshake gate left half the batches whole, and their last four lost whole windows). */
     int paced;
+    __u32 burst = 0;
 
     if (rank_gated(flags)) {
       count_key(skops, flags, net_len, &net);
       share = count_in(&net);
-      paced = !spand_floor_fits(share, iw, skops->srtt_us >> 3, p->prop_rtt_us, p->queue_room_us,
-                                p->path_rate_bytes_per_s, skops->mss_cache);
+      /* The whole window as the first's burst only behind a queue (a long flow keeps the
+       * buffer busy); into an empty buffer it took the room of other hosts' windows. */
+      burst = spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us)
+                  ? p->floor_burst_segments : 0;
+      burst = spand_floor_window(share, iw, burst, skops->srtt_us >> 3,
+                                 p->prop_rtt_us, p->queue_room_us, p->path_rate_bytes_per_s,
+                                 skops->mss_cache);
+      paced = burst == 0;
     } else {
       paced = spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us);
     }
@@ -496,6 +503,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       count(SPAND_STAT_FLOOR_LEFT);
       leave_to_kernel(p, &iw, &rate, &thresh, &cwnd, &flags);
       flags &= ~SPAND_POLICY_SET_CC;
+      if (burst > iw) iw = burst;
     }
   }
   if (flags & SPAND_POLICY_SET_CC) {

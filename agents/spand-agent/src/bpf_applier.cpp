@@ -204,6 +204,7 @@ bool BpfApplier::upsert(const KernelPolicy& p, std::string& error) {
   val.prop_rtt_us = p.prop_rtt_us;
   val.path_rate_bytes_per_s = p.path_rate_bytes_per_s;
   val.min_gain_segments = p.min_gain_segments;
+  val.floor_burst_segments = p.floor_burst_segments;
   networks_.mark(p.key.prefix, val);
   if (!p.congestion_control.empty()) {
     val.flags |= SPAND_POLICY_SET_CC;

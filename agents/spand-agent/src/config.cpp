@@ -211,6 +211,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
                         "share_floor_cc",
                         "share_floor_queued_only",
                         "share_floor_rank",
+                        "share_floor_burst",
                         "standing_queue",
                         "path_rate",
                         "path_rate_interval_ms",
@@ -243,6 +244,7 @@ std::optional<ConfigError> read_table(const toml::table& root, const std::string
     r.string(*p, "share_floor_cc", pc.share_floor_cc);
     r.boolean(*p, "share_floor_queued_only", pc.share_floor_queued_only);
     r.boolean(*p, "share_floor_rank", pc.share_floor_rank);
+    r.boolean(*p, "share_floor_burst", pc.share_floor_burst);
     r.boolean(*p, "standing_queue", pc.standing_queue);
     r.integer(*p, "path_rate_interval_ms", pc.path_rate_interval_ms, 5, 60000);
     r.number(*p, "path_rate_window_s", pc.path_rate_window_s, 1, 86400);
@@ -356,6 +358,7 @@ std::string config_to_toml(const AgentConfig& cfg) {
       {"share_floor_cc", p.share_floor_cc},
       {"share_floor_queued_only", p.share_floor_queued_only},
       {"share_floor_rank", p.share_floor_rank},
+      {"share_floor_burst", p.share_floor_burst},
       {"standing_queue", p.standing_queue},
       {"path_rate", p.path_rate},
       {"path_rate_interval_ms", int64_t(p.path_rate_interval_ms)},

@@ -60,6 +60,9 @@ struct PolicyConfig {
   // ... gated by rank instead: the first windows of this host that fit in the buffer's free room
   // go as the kernel's burst, the later ones are paced one after another (rule 12).
   bool share_floor_rank = true;
+  // ... and the first of a batch sends the window it would get alone as one burst when that fits
+  // the buffer's free room (rule 12).
+  bool share_floor_burst = true;
   // kRounds, BPF mode: a handshake that waited in a standing queue cuts the first window to the
   // room the buffer has left (docs/DESIGN.md, rule 11).
   bool standing_queue = true;

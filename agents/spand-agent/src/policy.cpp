@@ -124,6 +124,7 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
   // window and of the rate (the default flows beside them included, so they keep their share;
   // the sock_ops program still shares what is left among first windows in flight at once).
   double senders = 1;
+  const uint32_t alone = window;
   if (policy.share_concurrent && path && path->senders > 1) {
     senders = path->senders;
     if (!policy.share_rate_only) window = static_cast<uint32_t>(window / senders);
@@ -162,6 +163,7 @@ Decision decide_rounds(const Estimate& est, uint32_t wc, const PortConfig& port,
     p.pacing_rate_bytes_per_s = rate;
     p.pace_only_queued = policy.share_floor_queued_only;
     p.pace_by_rank = policy.share_floor_queued_only && policy.share_floor_rank;
+    if (p.pace_by_rank && policy.share_floor_burst) p.floor_burst_segments = alone;
     p.share_floor = true;
     p.queue_room_us = static_cast<uint32_t>(path->max_srtt_us - prop_rtt_us);
     p.prop_rtt_us = static_cast<uint32_t>(prop_rtt_us);

@@ -72,6 +72,9 @@ struct KernelPolicy {
   // ... gated by the socket's rank among this host's first windows in flight instead (those
   // that fit the buffer's free room left to the kernel, the later ones paced one after another).
   bool pace_by_rank = false;
+  // ... and the first of a batch sends the window it would get alone (not divided among the
+  // host's senders) as one burst when it fits the buffer's free room (0: the kernel's IW).
+  uint32_t floor_burst_segments = 0;
   bool share_floor = false;  // the policy is rule 12's (the kernel's IW10, paced)
   // When the kernel must stop applying it on its own (the core's clock, seconds; 0 = never):
   // set by AgentCore, kept by the BPF program (an agent killed with SIGKILL removes nothing).

@@ -15,6 +15,7 @@ TEST(Config, TheWrittenConfigurationReadsBackToTheSameValues) {
   c.policy.share_floor_cc = "reno";
   c.policy.share_floor_queued_only = false;
   c.policy.share_floor_rank = false;
+  c.policy.share_floor_burst = false;
   c.policy.share_rate_only = true;
   c.policy.standing_queue = false;
   c.policy.share_window_s = 7;
@@ -29,6 +30,7 @@ TEST(Config, TheWrittenConfigurationReadsBackToTheSameValues) {
   EXPECT_EQ(back.policy.share_floor_cc, "reno");
   EXPECT_FALSE(back.policy.share_floor_queued_only);
   EXPECT_FALSE(back.policy.share_floor_rank);
+  EXPECT_FALSE(back.policy.share_floor_burst);
   EXPECT_TRUE(back.policy.share_rate_only);
   EXPECT_FALSE(back.policy.standing_queue);
   EXPECT_EQ(back.policy.share_window_s, 7);

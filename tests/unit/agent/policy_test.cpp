@@ -329,6 +329,14 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   EXPECT_TRUE(d.policy.share_floor);
   EXPECT_TRUE(d.policy.pace_only_queued);
   EXPECT_TRUE(d.policy.pace_by_rank);  // share_floor_rank, on by default: gated by rank
+  // share_floor_burst, on by default: the window the transfer would get alone (21 segments, the
+  // whole transfer, not 43 / 8), for the first of a batch to send at once where it fits.
+  EXPECT_EQ(d.policy.floor_burst_segments, 21u);
+  EXPECT_EQ(decide(est, 0, port(30 * 1448), pol, {}, &eight_full).policy.floor_burst_segments,
+            30u);
+  pol.share_floor_burst = false;
+  EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight_full).policy.floor_burst_segments, 0u);
+  pol.share_floor_burst = true;
   EXPECT_EQ(d.policy.queue_room_us, 50'000u);
   EXPECT_EQ(d.policy.prop_rtt_us, 50'000u);
   EXPECT_EQ(d.policy.path_rate_bytes_per_s, 1'250'000u);
@@ -358,6 +366,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   d = decide(est, 0, port(21 * 1448), pol, {"bbr"}, &eight_full);
   EXPECT_TRUE(d.policy.pace_only_queued);
   EXPECT_FALSE(d.policy.pace_by_rank);
+  EXPECT_EQ(d.policy.floor_burst_segments, 0u);  // the burst is the rank gate's
   pol.share_floor_rank = true;
   // A transfer IW10 sends in one round, no rate, no overflow seen, or one sender: no floor.
   EXPECT_EQ(decide(est, 0, port(10 * 1448), pol, {}, &eight_full).skip, SkipReason::kNoGain);
@@ -473,6 +482,44 @@ TEST(QueueWindow, RuleTwelvesRankGateLeavesTheWindowsThatFitTheFreeRoom) {
   EXPECT_FALSE(spand_floor_fits(1, 10, 50'000, prop, 50'000, rate, 0));
   // No overflow at the extremes of the inputs (a 4 s room at 2^40 bytes/s).
   EXPECT_TRUE(spand_floor_fits(1000, 10, 4'000'000, 4'000'000, 4'000'000, 1ull << 40, 1448));
+}
+
+TEST(QueueWindow, RuleTwelvesFirstOfABatchSendsItsWholeWindowWhereItFits) {
+  // The lab's 8 concurrent transfers again (1.19 MB/s, 50 ms, 1448-byte segments, IW10): with no
+  // queue at the handshake 41.09 segments are free. The first sends its 21 segments at once;
+  // after it the n-th goes as IW10 while 21 + (n - 1) x 10 fit: the second (31) and third (41),
+  // not the fourth (51): paced.
+  const uint32_t prop = 50'000, mss = 1448;
+  const uint64_t rate = 1'190'000;
+  auto window = [&](uint32_t n, uint32_t burst, uint32_t hs_us) {
+    return spand_floor_window(n, 10, burst, hs_us, prop, 50'000, rate, mss);
+  };
+  EXPECT_EQ(window(1, 21, 50'000), 21u);
+  EXPECT_EQ(window(2, 21, 50'000), 10u);
+  EXPECT_EQ(window(3, 21, 50'000), 10u);
+  EXPECT_EQ(window(4, 21, 50'000), 0u);
+  // Behind 9 ms of queue 33.7 segments are free: 21, then one IW10 (31); the third (41) paced.
+  EXPECT_EQ(window(1, 21, 59'000), 21u);
+  EXPECT_EQ(window(2, 21, 59'000), 10u);
+  EXPECT_EQ(window(3, 21, 59'000), 0u);
+  // A window larger than the free room is not sent at once: the first takes IW10 like the rest,
+  // and three of them fit (30 of 33.7).
+  EXPECT_EQ(window(1, 40, 59'000), 10u);
+  EXPECT_EQ(window(3, 40, 59'000), 10u);
+  EXPECT_EQ(window(4, 40, 59'000), 0u);
+  // No burst (0) or one under IW10: every rank as the rank gate alone (four fit with no queue).
+  EXPECT_EQ(window(1, 0, 50'000), 10u);
+  EXPECT_EQ(window(4, 0, 50'000), 10u);
+  EXPECT_EQ(window(5, 0, 50'000), 0u);
+  EXPECT_EQ(window(1, 6, 50'000), 10u);
+  for (uint32_t n = 1; n <= 6; ++n)
+    EXPECT_EQ(window(n, 0, 50'000) != 0, spand_floor_fits(n, 10, 50'000, prop, 50'000, rate, mss))
+        << n;
+  // Unknown inputs or no room: paced.
+  EXPECT_EQ(spand_floor_window(1, 10, 21, 50'000, prop, 50'000, 0, mss), 0u);
+  EXPECT_EQ(spand_floor_window(1, 10, 21, 50'000, prop, 0, rate, mss), 0u);
+  EXPECT_EQ(spand_floor_window(1, 10, 21, 110'000, prop, 50'000, rate, mss), 0u);
+  EXPECT_EQ(spand_floor_window(0, 10, 21, 50'000, prop, 50'000, rate, mss), 0u);
 }
 
 TEST(QueueWindow, ABufferUnderTheKernelsWindowIsTold) {
