@@ -488,7 +488,7 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
       share = count_in(&net);
       /* The whole window as the first's burst only behind a queue (a long flow keeps the
        * buffer busy); into an empty buffer it took the room of other hosts' windows. */
-      burst = spand_handshake_queued(skops->srtt_us >> 3, p->prop_rtt_us)
+      burst = spand_handshake_waited(skops->srtt_us >> 3, p->prop_rtt_us)
                   ? p->floor_burst_segments : 0;
       burst = spand_floor_window(share, iw, burst, skops->srtt_us >> 3,
                                  p->prop_rtt_us, p->queue_room_us, p->path_rate_bytes_per_s,

@@ -515,6 +515,11 @@ TEST(QueueWindow, RuleTwelvesFirstOfABatchSendsItsWholeWindowWhereItFits) {
   for (uint32_t n = 1; n <= 6; ++n)
     EXPECT_EQ(window(n, 0, 50'000) != 0, spand_floor_fits(n, 10, 50'000, prop, 50'000, rate, mss))
         << n;
+  // The program passes the burst only for a handshake that waited 1 ms or more (the lab's idle
+  // handshakes read up to 0.9 ms over the propagation RTT).
+  EXPECT_FALSE(spand_handshake_waited(50'900, prop));
+  EXPECT_TRUE(spand_handshake_waited(51'000, prop));
+  EXPECT_FALSE(spand_handshake_waited(51'000, 0));
   // Unknown inputs or no room: paced.
   EXPECT_EQ(spand_floor_window(1, 10, 21, 50'000, prop, 50'000, 0, mss), 0u);
   EXPECT_EQ(spand_floor_window(1, 10, 21, 50'000, prop, 0, rate, mss), 0u);
