@@ -152,9 +152,12 @@ class Worker {
   uint64_t now_ns_ = 0;    // newest capture time seen: the worker's clock
   uint64_t swept_ns_ = 0;  // source time of the last advance_time() sweep
   void sweep_expired(uint32_t budget);
-  // The samples the tracker wrote since the last call become visible to the control side: at
-  // the end of every entry point that tracks packets or closes flows.
-  void publish_samples() { samples_->publish(); }
+  // The samples and flow records the tracker wrote since the last call become visible to the
+  // control side: at the end of every entry point that tracks packets or closes flows.
+  void publish_outputs() {
+    samples_->publish();
+    flows_->publish();
+  }
 
   void track(const ParsedPacket& p, const FlowKey& key, uint32_t hash, uint32_t home,
              bool src_is_lo);
