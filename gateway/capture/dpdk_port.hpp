@@ -17,8 +17,9 @@ struct rte_mempool;
 namespace spand {
 
 // Frames per rte_eth_rx_burst: the lcore loop's burst, and part of the mbufs a port keeps in
-// flight.
-constexpr uint16_t kRxBurst = 32;
+// flight. The worker tracks each burst's frames at its end (Worker::flush_staged()), so this is
+// also the pipeline's length: Worker::kBurst.
+constexpr uint16_t kRxBurst = 128;
 
 // A --vdev argument from the EAL command line: net_pcap vdevs tell us the file behind a port.
 struct VdevSpec {

@@ -20,6 +20,8 @@ namespace spand {
 namespace {
 
 constexpr uint32_t kDrainEvery = 256;  // packets between drains; far below the ring capacity
+// Frames per batch handed from the reading thread to the tracking thread (replay_two_threads).
+constexpr uint32_t kPreparedBatch = 32;
 
 }  // namespace
 
@@ -134,7 +136,7 @@ SourceStatus replay_one_thread(ReadLoop& loop, Worker& worker, Collector& out, s
 // lags, and the tracking order is the file's: the same outputs as replay_one_thread().
 SourceStatus replay_two_threads(ReadLoop& loop, Worker& worker, Collector& out,
                                 std::string& error) {
-  constexpr uint32_t kBatch = Worker::kBurst;
+  constexpr uint32_t kBatch = kPreparedBatch;
   constexpr uint64_t kBatches = 256;  // a power of two; about 2 MB of parsed frames in flight
   struct Batch {
     uint32_t n = 0;
@@ -258,7 +260,7 @@ SourceStatus read_pcap(pcap_t* pc, const std::string& path, const SourceOptions&
                                                                                           : 1;
   // Two threads need rings that hold several batches' worth of outputs (the tracking thread
   // waits for that much room); smaller rings (tests, fuzzing) replay on one.
-  if (opts.worker.ring_capacity < 4 * Worker::kBurst * Worker::kSampleRoomPerPacket) threads = 1;
+  if (opts.worker.ring_capacity < 4 * kPreparedBatch * Worker::kSampleRoomPerPacket) threads = 1;
   const SourceStatus status = threads >= 2 ? replay_two_threads(loop, worker, out, error)
                                            : replay_one_thread(loop, worker, out, error);
   out.flush();

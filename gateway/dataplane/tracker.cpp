@@ -92,7 +92,7 @@ inline void count_bytes(HalfFlow& h, uint32_t seq, uint32_t len, uint16_t sig, u
 }  // namespace
 
 void Emitter::sample(const Sample& s) {
-  // Made visible to the control side once per burst (Worker::publish_samples()).
+  // Made visible to the control side once per burst (Worker::publish_outputs()).
   if (!samples->push_unpublished(s)) {
     ++counters->ring_full_samples;
     return;
@@ -103,7 +103,9 @@ void Emitter::sample(const Sample& s) {
 }
 
 void Emitter::record(const FlowRecord& r) {
-  if (!flows->push(r)) ++counters->ring_full_flows;
+  // Made visible once per burst too: the control side polls the ring's index, so each store to
+  // it takes the index's line back from the control side's core.
+  if (!flows->push_unpublished(r)) ++counters->ring_full_flows;
 }
 
 void Tracker::on_packet(Flow& f, const ParsedPacket& p, bool src_is_lo) {

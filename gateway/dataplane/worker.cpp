@@ -98,7 +98,7 @@ void Worker::handle_packet(const ParsedPacket& p) {
   const FlowKey key = make_key(p, src_is_lo);
   const uint32_t hash = hash_key(key, hash_secret_);
   track(p, key, hash, table_->home_of(hash), src_is_lo);
-  publish_samples();
+  publish_outputs();
 }
 
 void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
@@ -129,7 +129,7 @@ void Worker::flush_staged() {
     track(st.pkt, st.key, st.hash, st.home, st.src_is_lo);
   }
   staged_count_ = 0;
-  publish_samples();
+  publish_outputs();
 }
 
 void Worker::prepare(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
@@ -161,7 +161,7 @@ void Worker::handle_prepared(const Prepared* frames, uint32_t n) {
     const Prepared& p = frames[i];
     if (p.drop == Drop::kNone) track(p.pkt, p.key, p.hash, table_->home_of(p.hash), p.src_is_lo);
   }
-  publish_samples();
+  publish_outputs();
 }
 
 void Worker::handle_burst(LinkType link, const FrameRef* frames, uint32_t n) {
@@ -255,7 +255,7 @@ void Worker::advance_time(uint64_t now_ns) {
     sweep_expired(uint32_t(due));
   }
   counters_.active_flows = table_->size();
-  publish_samples();
+  publish_outputs();
 }
 
 bool Worker::finish_some(uint32_t max_flows) {
@@ -268,7 +268,7 @@ bool Worker::finish_some(uint32_t max_flows) {
     ++counters_.flows_closed;
   });
   counters_.active_flows = left;
-  publish_samples();
+  publish_outputs();
   return left > 0;
 }
 
