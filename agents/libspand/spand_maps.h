@@ -94,7 +94,8 @@ static inline spand_u64 spand_floor_free(spand_u32 hs_rtt_us, spand_u32 prop_rtt
 static inline int spand_floor_fits(spand_u32 n, spand_u32 iw, spand_u32 hs_rtt_us,
                                    spand_u32 prop_rtt_us, spand_u32 room_us,
                                    spand_u64 rate_bytes_per_s, spand_u32 mss) {
-  spand_u64 free_segments = spand_floor_free(hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss);
+  spand_u64 free_segments =
+      spand_floor_free(hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss);
   return (spand_u64)n * iw <= free_segments;
 }
 
@@ -105,7 +106,8 @@ static inline spand_u32 spand_floor_window(spand_u32 n, spand_u32 iw, spand_u32 
                                            spand_u32 hs_rtt_us, spand_u32 prop_rtt_us,
                                            spand_u32 room_us, spand_u64 rate_bytes_per_s,
                                            spand_u32 mss) {
-  spand_u64 free_segments = spand_floor_free(hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss);
+  spand_u64 free_segments =
+      spand_floor_free(hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss);
   spand_u64 first;
   if (!n) return 0;
   if (burst < iw) burst = iw;

@@ -332,8 +332,7 @@ TEST(RoundsRule, TheHostsConcurrentSendersShareTheWindow) {
   // share_floor_burst, on by default: the window the transfer would get alone (21 segments, the
   // whole transfer, not 43 / 8), for the first of a batch to send at once where it fits.
   EXPECT_EQ(d.policy.floor_burst_segments, 21u);
-  EXPECT_EQ(decide(est, 0, port(30 * 1448), pol, {}, &eight_full).policy.floor_burst_segments,
-            30u);
+  EXPECT_EQ(decide(est, 0, port(30 * 1448), pol, {}, &eight_full).policy.floor_burst_segments, 30u);
   pol.share_floor_burst = false;
   EXPECT_EQ(decide(est, 0, port(21 * 1448), pol, {}, &eight_full).policy.floor_burst_segments, 0u);
   pol.share_floor_burst = true;
