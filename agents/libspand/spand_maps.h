@@ -76,12 +76,11 @@ static inline spand_u32 spand_queue_window(spand_u32 iw, spand_u32 hs_rtt_us, sp
   return (spand_u32)fit;
 }
 
-/* Rule 12's rank gate (SPAND_POLICY_PACE_RANK): whether the n-th first window in flight (n
- * counts this one), `iw` segments each, still fits with those before it in what the buffer has
- * free: the buffer in time (room_us, the largest queueing delay seen, but no more than one
- * propagation RTT) minus what the handshake waited, at the path's rate. The cap: a smoothed RTT
- * stretched by recovery reads far above the buffer (89-131 ms of queueing on the lab's 50 ms
- * buffer under 8 concurrent transfers), and would have left every window unpaced. */
+/* Rule 12's rank gate (SPAND_POLICY_PACE_RANK): the segments the buffer has free for this host's
+ * first windows in flight: the buffer in time (room_us, the largest queueing delay seen, but no
+ * more than one propagation RTT) minus what the handshake waited, at the path's rate. The cap: a
+ * smoothed RTT stretched by recovery reads far above the buffer (89-131 ms of queueing on the lab's
+ * 50 ms buffer under 8 concurrent transfers), and would have left every window unpaced. */
 static inline spand_u64 spand_floor_free(spand_u32 hs_rtt_us, spand_u32 prop_rtt_us,
                                          spand_u32 room_us, spand_u64 rate_bytes_per_s,
                                          spand_u32 mss) {
@@ -89,14 +88,6 @@ static inline spand_u64 spand_floor_free(spand_u32 hs_rtt_us, spand_u32 prop_rtt
   if (room_us > prop_rtt_us) room_us = prop_rtt_us;
   if (!rate_bytes_per_s || !mss || !room_us || queued >= room_us) return 0;
   return rate_bytes_per_s * (room_us - queued) / 1000000u / mss;
-}
-
-static inline int spand_floor_fits(spand_u32 n, spand_u32 iw, spand_u32 hs_rtt_us,
-                                   spand_u32 prop_rtt_us, spand_u32 room_us,
-                                   spand_u64 rate_bytes_per_s, spand_u32 mss) {
-  spand_u64 free_segments =
-      spand_floor_free(hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss);
-  return (spand_u64)n * iw <= free_segments;
 }
 
 /* Rule 12's first window for the n-th socket of a batch: the first sends `burst` segments (the
@@ -114,6 +105,13 @@ static inline spand_u32 spand_floor_window(spand_u32 n, spand_u32 iw, spand_u32 
   first = burst <= free_segments ? burst : iw;
   if (first + (spand_u64)(n - 1) * iw > free_segments) return 0;
   return n == 1 ? (spand_u32)first : iw;
+}
+
+/* The rank gate alone (no burst): whether the n-th first window of `iw` still fits. */
+static inline int spand_floor_fits(spand_u32 n, spand_u32 iw, spand_u32 hs_rtt_us,
+                                   spand_u32 prop_rtt_us, spand_u32 room_us,
+                                   spand_u64 rate_bytes_per_s, spand_u32 mss) {
+  return spand_floor_window(n, iw, 0, hs_rtt_us, prop_rtt_us, room_us, rate_bytes_per_s, mss) != 0;
 }
 
 /* Whether the buffer (room_us, the largest queueing delay seen, at rate) holds fewer than
