@@ -44,6 +44,8 @@ const char* wc_reason_name(WcReason r) {
       return "loss_in_ca";
     case WcReason::kEndOfConnection:
       return "end_of_connection";
+    case WcReason::kLossInSlowStart:
+      return "loss_in_slow_start";
   }
   return "unknown";
 }

@@ -22,7 +22,8 @@ inline bool is_aggregated(SampleKind k) {
 enum class WcReason : uint8_t {
   kNone = 0,
   kLossInCongestionAvoidance = 1,  // cwnd at loss minus one segment
-  kEndOfConnection = 2             // cwnd when the connection ended without loss
+  kEndOfConnection = 2,            // cwnd when the connection ended without loss
+  kLossInSlowStart = 3             // half the cwnd at a first loss in slow start: a lower bound
 };
 
 // Where an RTT sample came from.

@@ -1,7 +1,8 @@
 // Where a W_c sample is made (docs/DESIGN.md, "Definitions"): at a loss detected in congestion
-// avoidance, the replica's cwnd minus one segment; at the end of a connection that never lost a
-// segment, its cwnd. Only sound flights count (README, "Sound samples"), and only the server's
-// direction emits samples; both directions' counts go into the flow record.
+// avoidance, the replica's cwnd minus one segment; at a connection's first loss in its first
+// slow start, half the replica's cwnd (a lower bound); at the end of a connection that never
+// lost a segment, its cwnd. Only sound flights count (README, "Sound samples"), and only the
+// server's direction emits samples; both directions' counts go into the flow record.
 #include "dataplane/tracker_internal.hpp"
 
 namespace spand {
@@ -11,10 +12,22 @@ using namespace tracker_detail;
 // Called by start_loss_event (tracker_loss.cpp) before the replica cuts its window.
 void Tracker::wc_at_loss(Flow& f, Dir d) {
   HalfFlow& h = f.h(d);
+  const uint32_t cwnd_seg = cwnd_segments(h);
+  if (h.cc == CcState::kSlowStart && !(h.flags & kHfLossSeen)) {
+    // The connection's first loss, in its first slow start: the window doubles each round, so
+    // the round before this one, about half the window, went through whole. A lower bound of
+    // the window the path carries (as an application-limited end is), and the one reading a
+    // path gives where every sender overflows the buffer in slow start (DESIGN.md, "W_c
+    // sample"); never more than the largest flight seen. Not after a timeout's restart, whose
+    // window says how far the sender got back, not what the path holds.
+    uint32_t half = cwnd_seg / 2;
+    if (half > h.max_flight_seg) half = h.max_flight_seg;
+    wc_sample(f, d, half > 1 ? half : 1, WcReason::kLossInSlowStart, false);
+    return;
+  }
   // A sender seen to leave slow start without a loss is in congestion avoidance here too
   // (tracker_cwnd.hpp, kSsFlatSends).
   if (h.cc != CcState::kCongestionAvoidance) return;
-  const uint32_t cwnd_seg = cwnd_segments(h);
   // W_c (DESIGN.md): cwnd at the loss minus one segment.
   wc_sample(f, d, cwnd_seg > 1 ? cwnd_seg - 1 : 1, WcReason::kLossInCongestionAvoidance,
             (h.flags & kHfRoundLimited) != 0);

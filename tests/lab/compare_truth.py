@@ -66,7 +66,7 @@ def kernel_truth(trace_path, offset_s):
     truth = {}
     for peer, acks in probes.items():
         wc_ca, fast, timeout, prev, silent = [], 0, 0, 0, 0
-        decreases, entry_cwnd, open_since = [], None, acks[0][0]
+        decreases, entry_cwnd, open_since, ss_first = [], None, acks[0][0], None
         peer_states, peer_rexmits = states.get(peer, []), rexmits.get(peer, [])
         for i, (t, st) in enumerate(peer_states):
             # The episode's first retransmission: when the wire first shows the loss. A fast
@@ -98,6 +98,10 @@ def kernel_truth(trace_path, offset_s):
             elif st in (3, 4) and prev not in (3, 4):
                 before = [a for a in acks if a[0] <= t] or acks[:1]
                 _, cwnd, ssth, _, srtt_us = before[-1]
+                if fast + timeout == 0 and ssth == 2**31 - 1 and cwnd < ssth:
+                    # The connection's first loss, in its first slow start (ssthresh still the
+                    # initial one): our lower-bound sample is half the window (DESIGN.md).
+                    ss_first = (t + offset_s, cwnd, shown is None)
                 fast += st == 3
                 timeout += st == 4
                 if cwnd >= ssth:  # congestion avoidance: a W_c sample (DESIGN.md)
@@ -128,7 +132,7 @@ def kernel_truth(trace_path, offset_s):
         truth[peer] = {'wc_ca': wc_ca, 'fast': fast, 'timeout': timeout, 'silent': silent,
                        'end_cwnd': acks[-1][1], 'rexmit': len(peer_rexmits) + hs_resends,
                        'max_flight': max(a[3] for a in acks),
-                       'decreases': decreases}
+                       'decreases': decreases, 'ss_first': ss_first}
     return truth
 
 
@@ -180,6 +184,7 @@ def main():
             ours_md.append(s['md_ratio'])
     wc_total = wc_close = ev_ok = ev_ok_knowable = rx_ours = rx_kernel = 0
     errors, misses, lossfree, senders = [], [], [], []
+    ss_rows, ss_extra = [], []
     for peer, t in sorted(truth.items()):
         f = flows.get(peer)
         if f is None:
@@ -209,6 +214,16 @@ def main():
                 wc_close += off_by(best[1]) <= 1
             if best is None or off_by(best[1]) > 1:
                 misses.append((peer, when, k, best[1] if best else None, unused))
+        # The first loss in slow start: the kernel's window there halved against our
+        # loss_in_slow_start sample, within a segment or 10 % (the replica counts slow start's
+        # growth per ACK from the wire; the kernel's own count may be a few ACKs ahead).
+        ss_ours = [s['wc_segments'] for s in ours_wc.get(peer, [])
+                   if s['reason'] == 'loss_in_slow_start']
+        if t['ss_first']:
+            _, k, silent_ss = t['ss_first']
+            ss_rows.append((peer, k, ss_ours[0] if ss_ours else None, silent_ss))
+        elif ss_ours:
+            ss_extra.append((peer, ss_ours))
         events = (f['s2c']['loss_events_fast'], f['s2c']['loss_events_timeout'])
         ev_ok += events == (t['fast'], t['timeout'])
         # Exact but for fast recoveries that resent nothing (unknowable from the wire).
@@ -265,6 +280,18 @@ def main():
                   f'{"; no flight ever came within a segment of it (unknowable)" if unused else ""}')
     print(f'loss-free W_c within 10 %: {lf_close}/{len(lossfree)}, misses unknowable from the '
           f'wire: {lf_unknowable}')
+    ss_close = sum(o is not None and abs(o - k / 2) <= max(1.0, 0.1 * k / 2)
+                   for _, k, o, _ in ss_rows)
+    for peer, k, o, silent_ss in ss_rows:
+        if o is None or abs(o - k / 2) > max(1.0, 0.1 * k / 2):
+            print(f'slow-start miss {peer[0]}:{peer[1]}: kernel cwnd at its first loss {k}, '
+                  f'ours {"none" if o is None else o}'
+                  f'{"; a recovery that resent nothing (unknowable)" if silent_ss else ""}')
+    for peer, o in ss_extra:
+        print(f'slow-start extra {peer[0]}:{peer[1]}: ours {o}, no first loss in slow start in '
+              f'the kernel')
+    print(f'slow-start W_c (half the window at the first loss) within 1 segment or 10 %: '
+          f'{ss_close}/{len(ss_rows)}; ours without such a kernel loss: {len(ss_extra)}')
     n = len([p for p in truth if p in flows])
     wc_frac = wc_close / wc_total if wc_total else 1.0
     ev_frac = ev_ok / n if n else 0.0
@@ -276,6 +303,8 @@ def main():
                        'events_exact': ev_ok, 'events_knowable': ev_ok_knowable,
                        'lossfree_total': len(lossfree),
                        'lossfree_close': lf_close, 'lossfree_unknowable': lf_unknowable,
+                       'slow_start_total': len(ss_rows), 'slow_start_close': ss_close,
+                       'slow_start_extra': len(ss_extra),
                        'decrease_ours': ours_md,
                        'decrease_kernel': kernel_md, 'senders': senders,
                        'rexmit_kernel': rx_kernel, 'rexmit_ours': rx_ours}, out)

@@ -35,6 +35,11 @@ it was 156/162: five knowable misses, the replica 2-5 segments ahead.
 Since 2026-11-28 the test says why each case compare_truth.py counts apart is unknowable from the
 wire (UNKNOWABLE below), bounds how many there are, and holds the loss class on the knowable
 connections to the issue's 99 % (all three captures: 30/30).
+Since 2026-11-29 (thirteenth session) a connection's first loss in its first slow start gives a
+lower-bound W_c, half the window (DESIGN.md, "W_c sample"), checked against half the kernel's
+cwnd at that loss (ssthresh still the initial one): reno 26/26, cubic 22/22, Scalable TCP 29/29
+within a segment or 10 %; two cubic samples where the kernel had no such loss, both HyStart
+exits (10.119.3.10:45613 and :59001: the kernel had left slow start, the wire did not show it).
 Thresholds sit a little below, so a regression of a few samples fails the test.
 """
 import os
@@ -63,6 +68,11 @@ MISS = re.compile(r'^miss \S+ at [\d.]+: kernel W_c \d+, ours \w+(?:; (.*) \(unk
 KNOWABLE_EVENTS = re.compile(r'loss events exact but for fast recoveries that resent nothing '
                              r'\(unknowable\): (\d+)/(\d+)')
 SILENT = re.compile(r'events kernel=\d+/\d+ \((\d+) silent\)')
+SLOW_START = re.compile(r'slow-start W_c \(half the window at the first loss\) within 1 segment '
+                        r'or 10 %: (\d+)/(\d+); ours without such a kernel loss: (\d+)')
+# Our slow-start samples where the kernel's first loss was not in slow start: HyStart exits the
+# wire does not show (UNKNOWABLE's third case): at most as many as the stored captures have.
+MAX_SLOW_START_EXTRA = {'reno': 0, 'cubic': 2, 'scalable': 0}
 
 # What compare_truth.py counts apart as unknowable, and why no capture can show it. The gateway
 # has only the wire: the segments the sender sent and the ACKs it got. Each case below is the
@@ -140,6 +150,14 @@ def test_inference_matches_kernel(cc, tmp_path):
     # over 102 against 0.667 over 133. Since 2026-11-24 (seventh session: over the whole
     # segments of the window before the loss): reno 0.500 over 135, cubic 0.666 over 102,
     # Scalable TCP 0.500 over 162 against 0.500 over 188; the issue's target is 0.02.
+    # The first loss in slow start: every one the kernel had gives our half-window sample
+    # (a lower bound of W_c), within a segment or 10 % of half the kernel's window there.
+    m = SLOW_START.search(out)
+    assert m, out
+    ss_close, ss_n, ss_extra = int(m[1]), int(m[2]), int(m[3])
+    assert ss_n >= 20, 'the capture holds enough first losses in slow start'
+    assert ss_close == ss_n, out
+    assert ss_extra <= MAX_SLOW_START_EXTRA[cc], out
     m = DECREASE.search(out)
     assert m, out
     ours, n_ours, kernel, n_kernel = float(m[1]), int(m[2]), float(m[3]), int(m[4])

@@ -99,7 +99,7 @@ def judge(truth, got, tally):
 
 def judge_samples(truth, records, wc_samples, tally, wrong):
     """The W_c samples' `sender`: the flavour as the connection's losses so far show it. An
-    end-of-connection sample (no loss) is `unknown`; the last sample of a connection names what
+    end-of-connection sample (no loss) and a slow-start one (the first loss) are `unknown`; the last sample of a connection names what
     its flow record names or `unknown` (the record also has the decrease after the last loss),
     and a flavour the lab ran; an earlier one may name what later readings correct (counted in
     `wrong`: samples, samples naming a flavour the lab did not run). And the last sample of a
@@ -112,15 +112,19 @@ def judge_samples(truth, records, wc_samples, tally, wrong):
         for s in samples:
             wrong[0] += 1
             wrong[1] += s['sender'] not in ALLOWED_UNKNOWABLE[cc]
-            if s['reason'] == 'end_of_connection':
+            # No loss, or the connection's first (in slow start): one loss names no flavour.
+            if s['reason'] in ('end_of_connection', 'loss_in_slow_start'):
                 assert s['sender'] == 'unknown', f'{key}: sample {s}'
         last = samples[-1]['sender']
         assert last in ALLOWED_UNKNOWABLE[cc], f'{key} ({cc}): last sample {samples[-1]}'
         assert last in (records[key], 'unknown'), (key, records[key], samples)
     for key, (cc, losses, expected) in truth.items():
-        if losses < 2 or expected == '-' or key not in wc_samples:
+        # The samples taken after the first loss: a slow-start one, at the first, cannot name
+        # the flavour (judged above), and a connection with no other is not judged here.
+        later = [s for s in wc_samples.get(key, []) if s['reason'] != 'loss_in_slow_start']
+        if losses < 2 or expected == '-' or not later:
             continue
-        answer = wc_samples[key][-1]['sender']
+        answer = later[-1]['sender']
         assert answer in (expected, 'unknown'), f'{key} ({cc}): last sample {answer}, {expected}'
         tally[cc][0] += answer == expected
         tally[cc][1] += 1

@@ -1047,13 +1047,14 @@ TEST(Tracker, SenderIsIdentifiedFromItsDecreasesAndPacing) {
     EXPECT_EQ(recs[0].s2c.sender, c.want) << "beta " << c.beta << " paced " << c.paced;
     EXPECT_EQ(recs[0].c2s.sender, SenderKind::kUnknown);  // the client sent no data
     // Each W_c sample names the sender as the losses so far show it: the first loss (slow
-    // start's end, no W_c) read, every sample from the second loss on names the flavour.
+    // start's end) gives a lower-bound sample that cannot name one (one loss, no decrease
+    // read), every sample from the second loss on names the flavour.
     std::string got;
     for (const Sample& s : k.samples()) {
       if (s.kind == SampleKind::kWc) got += std::string(" ") + sender_kind_name(s.sender);
     }
     ASSERT_GE(sim.wc_truth.size(), 3u);  // losses after the first, in congestion avoidance
-    std::string want;
+    std::string want = " unknown";
     for (size_t i = 0; i < sim.wc_truth.size(); ++i) {
       want += std::string(" ") + sender_kind_name(c.want);
     }
@@ -1066,6 +1067,31 @@ TEST(Tracker, SenderIsIdentifiedFromItsDecreasesAndPacing) {
   auto recs = k.finish();
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].s2c.sender, SenderKind::kUnknown);
+}
+
+// The connection's first loss, in its first slow start: a lower-bound W_c of half the window
+// (the round before went through whole), never an end-of-connection one; the losses after it,
+// in congestion avoidance, give theirs as before.
+TEST(Tracker, FirstLossInSlowStartGivesHalfTheWindow) {
+  Conn k;
+  SenderSim sim{k, 0.5};
+  sim.run(2000, {60, 500, 900});
+  k.finish();
+  auto samples = k.samples();
+  ASSERT_GE(sim.loss_windows.size(), 1u);
+  auto ss = wc_values(samples, WcReason::kLossInSlowStart);
+  ASSERT_EQ(ss.size(), 1u);
+  // The replica's window at the loss is the simulator's to within a segment (the CA samples
+  // below are compared exactly by the tests above; slow start's count is rounded here).
+  EXPECT_NEAR(double(ss[0]), sim.loss_windows[0] / 2.0, 1.0) << sim.loss_windows[0];
+  EXPECT_LT(ss[0], sim.loss_windows[0]);
+  EXPECT_EQ(wc_values(samples, WcReason::kLossInCongestionAvoidance), sim.wc_truth);
+  EXPECT_TRUE(wc_values(samples, WcReason::kEndOfConnection).empty());
+  const Sample* first = find_sample(samples, SampleKind::kWc);
+  ASSERT_NE(first, nullptr);
+  EXPECT_EQ(first->wc_reason, WcReason::kLossInSlowStart);
+  EXPECT_FALSE(first->cwnd_limited);  // a lower bound, marked as one
+  EXPECT_EQ(first->sender, SenderKind::kUnknown);
 }
 
 TEST(Tracker, EndOfConnectionWcWithoutLoss) {
