@@ -12,6 +12,7 @@ void WorkerCounters::add(const WorkerCounters& o) {
   flows_evicted += o.flows_evicted;
   flows_timed_out += o.flows_timed_out;
   samples_wc += o.samples_wc;
+  samples_wc_slow_start += o.samples_wc_slow_start;
   samples_rtt += o.samples_rtt;
   samples_decrease += o.samples_decrease;
   ring_full_samples += o.ring_full_samples;

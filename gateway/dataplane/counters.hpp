@@ -22,6 +22,7 @@ struct WorkerCounters {
   uint64_t flows_evicted = 0;  // removed to make room (table full policy)
   uint64_t flows_timed_out = 0;
   uint64_t samples_wc = 0;
+  uint64_t samples_wc_slow_start = 0;  // of samples_wc: lower bounds at a first loss in slow start
   uint64_t samples_rtt = 0;
   uint64_t samples_decrease = 0;   // multiplicative decrease readings (one per measured loss)
   uint64_t ring_full_samples = 0;  // samples lost because the control side lagged

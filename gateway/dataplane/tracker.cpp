@@ -97,7 +97,10 @@ void Emitter::sample(const Sample& s) {
     ++counters->ring_full_samples;
     return;
   }
-  if (s.kind == SampleKind::kWc) ++counters->samples_wc;
+  if (s.kind == SampleKind::kWc) {
+    ++counters->samples_wc;
+    if (s.wc_reason == WcReason::kLossInSlowStart) ++counters->samples_wc_slow_start;
+  }
   if (s.kind == SampleKind::kRtt) ++counters->samples_rtt;
   if (s.kind == SampleKind::kDecrease) ++counters->samples_decrease;
 }

@@ -144,6 +144,14 @@ Metrics::Metrics()
                       .Register(cr);
   samples_wc_ = &samples.Add({{"kind", "wc"}});
   samples_rtt_ = &samples.Add({{"kind", "rtt"}});
+  samples_wc_slow_start_ = &BuildCounter()
+                                .Name("spand_wc_slow_start_samples_total")
+                                .Help(
+                                    "W_c samples taken at a connection's first loss in slow start "
+                                    "(half its window, a lower bound; also counted in "
+                                    "spand_samples_total{kind=\"wc\"})")
+                                .Register(cr)
+                                .Add({});
   // TCP Smart Framing's small windows as counters (docs/metrics.md): the flows of the prefixes'
   // loss figures, summed over every prefix (no prefix label). Their loss events by class are
   // counted by the data plane as they start, not here.
@@ -338,6 +346,7 @@ void Metrics::set_capture_totals(const CaptureTotals& t) {
   advance(connections_created_, t.flows_created, b.flows_created);
   advance(connections_evicted_, t.flows_evicted, b.flows_evicted);
   advance(samples_wc_, t.samples_wc, b.samples_wc);
+  advance(samples_wc_slow_start_, t.samples_wc_slow_start, b.samples_wc_slow_start);
   advance(samples_rtt_, t.samples_rtt, b.samples_rtt);
   advance(wc_unsound_seq_jump_, t.wc_unsound_seq_jump, b.wc_unsound_seq_jump);
   advance(wc_unsound_pickup_, t.wc_unsound_pickup, b.wc_unsound_pickup);

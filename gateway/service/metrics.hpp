@@ -141,6 +141,7 @@ class Metrics {
   prometheus::Counter* connections_created_;
   prometheus::Counter* connections_evicted_;
   prometheus::Counter* samples_wc_;
+  prometheus::Counter* samples_wc_slow_start_;
   prometheus::Counter* wc_unsound_seq_jump_;
   prometheus::Counter* wc_unsound_pickup_;
   prometheus::Counter* wc_unsound_evicted_;

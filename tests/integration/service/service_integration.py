@@ -513,6 +513,10 @@ def run(tmp):
           f"spand_packets_received_total {metric('spand_packets_received_total')} != {frames}")
     n_wc = sum(len(e["wc"]) for e in exp.values())
     check(metric("spand_samples_total", 'kind="wc"') == n_wc, "spand_samples_total{kind=wc}")
+    n_ss = sum(r["kind"] == "wc" and r["reason"] == "loss_in_slow_start" for r in rows)
+    check(n_ss > 0 and metric("spand_wc_slow_start_samples_total") == n_ss,
+          f"spand_wc_slow_start_samples_total {metric('spand_wc_slow_start_samples_total')}, "
+          f"{n_ss} in --samples-out")
     bad = metric("spand_grpc_requests_total", 'code="INVALID_ARGUMENT",method="Get"')
     check(bad is not None and bad >= len(bad_gets), f"INVALID_ARGUMENT Get count {bad}")
     check(metric("spand_report_samples_total", 'kind="wc"') == 6, "spand_report_samples_total")

@@ -1092,6 +1092,8 @@ TEST(Tracker, FirstLossInSlowStartGivesHalfTheWindow) {
   EXPECT_EQ(first->wc_reason, WcReason::kLossInSlowStart);
   EXPECT_FALSE(first->cwnd_limited);  // a lower bound, marked as one
   EXPECT_EQ(first->sender, SenderKind::kUnknown);
+  EXPECT_EQ(k.w.counters().samples_wc_slow_start, 1u);
+  EXPECT_EQ(k.w.counters().samples_wc, 1u + sim.wc_truth.size());
 }
 
 TEST(Tracker, EndOfConnectionWcWithoutLoss) {
