@@ -268,7 +268,8 @@ Decision decide(const Estimate& est, double age_now_s, const PortConfig& port,
   if (policy.window_rule == WindowRule::kRounds) {
     // This host's own measurements of the path (rate and propagation RTT) are enough for a
     // window on their own: on a path whose buffer IW10 overflows, connections lose in slow
-    // start and the gateway gets no W_c sample at all.
+    // start, and the gateway's samples of that (half the window, one per connection) take as
+    // long as the traffic does to reach the service's minimum; the agent need not wait.
     const bool path_ok = path && path->rate_bytes_per_s > 0 && path->min_rtt_us > 0 &&
                          path->samples >= kMinPathSamples;
     if (why != SkipReason::kNone && !path_ok) return {why, {}};
