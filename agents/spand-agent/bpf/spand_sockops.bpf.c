@@ -413,12 +413,24 @@ static __always_inline void leave_class_later(struct bpf_sock_ops* skops,
   st->unclass_mark = skops->snd_nxt;
 }
 
+/* How far CLOCK_MONOTONIC_COARSE (bpf_ktime_get_coarse_ns: the monotonic time of the last
+ * timekeeping update) may trail bpf_ktime_get_ns's CLOCK_MONOTONIC on a CPU that runs this
+ * program. The kernel updates timekeeping every tick (4 ms at HZ=250); a stalled timekeeping CPU
+ * (a preempted vCPU) is taken over after 5 stalled jiffies, and a CPU leaving idle updates it
+ * first. One second is far beyond any of these. */
+#define SPAND_COARSE_LAG_NS 1000000000ull
+
 /* Whether a policy's deadline has passed: the agent that wrote it may be dead (SIGKILL leaves
- * the pinned link and map behind), and its estimate is then too old to apply. */
+ * the pinned link and map behind), and its estimate is then too old to apply. The coarse clock
+ * decides alone while the deadline is more than SPAND_COARSE_LAG_NS ahead of it (the exact
+ * clock then reads before the deadline too): it costs no clock-source read (rdtsc, which on
+ * this program's connection path cost as much as the LPM lookup), and the answer is the exact
+ * clock's. Within that last second of a policy the exact clock decides, as before. */
 static __always_inline int expired(const struct spand_policy* p) {
   __u64 deadline = p->expires_ns;
 
-  if (deadline == 0 || bpf_ktime_get_ns() < deadline) return 0;
+  if (deadline == 0 || bpf_ktime_get_coarse_ns() + SPAND_COARSE_LAG_NS < deadline) return 0;
+  if (bpf_ktime_get_ns() < deadline) return 0;
   count(SPAND_STAT_EXPIRED);
   return 1;
 }
@@ -444,8 +456,6 @@ static __always_inline struct spand_policy* lookup_policy(struct bpf_sock_ops* s
   return 0;
 }
 
-/* Applies a policy at establishment or before the first data. Copies what is needed on the
- * stack first: map values may be replaced by the agent meanwhile. */
 /* The socket is left to the kernel: its own initial window (the policy's floor), slow start,
  * no pacing, no clamp (rule 11's queue_left and a share at or under the kernel's window). */
 static __always_inline void leave_to_kernel(const struct spand_policy* p, __u32* iw, __u64* rate,
@@ -457,7 +467,19 @@ static __always_inline void leave_to_kernel(const struct spand_policy* p, __u32*
   *flags &= ~(SPAND_POLICY_SKIP_SS | SPAND_POLICY_CA_EMULATE);
 }
 
-static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struct spand_policy* p) {
+/* What apply_policy leaves its caller: the callbacks the socket needs from now on (the caller
+ * adds them to its own in one bpf_sock_ops_cb_flags_set) and, when it looked the socket's
+ * storage up (`st_known`), what it found or created, so the caller does not look again. */
+struct spand_applied {
+  struct spand_sock_state* st;
+  __u32 cb_flags;
+  int st_known;
+};
+
+/* Applies a policy at establishment or before the first data. Copies what is needed on the
+ * stack first: map values may be replaced by the agent meanwhile. */
+static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struct spand_policy* p,
+                                         struct spand_applied* out) {
   __u32 iw = p->init_cwnd_segments;
   __u32 thresh = p->ssthresh_segments;
   __u32 cwnd = p->pacing_cwnd_segments;
@@ -613,17 +635,19 @@ static __always_inline void apply_policy(struct bpf_sock_ops* skops, const struc
     if (!st) {
       count(SPAND_STAT_STATE_FULL);
       if (share) count_down_key(&net);
+      out->st_known = 1; /* none, and none could be made */
       goto out;
     }
   }
+  out->st = st;
+  out->st_known = 1;
   if (st) {
     st->phase = SPAND_PHASE_FIRST_WINDOW;
     st->flags = flags | (rate ? SPAND_STATE_PACED : 0) | (share ? SPAND_STATE_COUNTED : 0);
     st->first_window_bytes = skops->bytes_acked + (__u64)iw * skops->mss_cache;
     st->net_len = net_len;
   }
-  bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | BPF_SOCK_OPS_RTT_CB_FLAG |
-                                       (share ? BPF_SOCK_OPS_STATE_CB_FLAG : 0));
+  out->cb_flags = BPF_SOCK_OPS_RTT_CB_FLAG | (share ? BPF_SOCK_OPS_STATE_CB_FLAG : 0);
 out:
   count(SPAND_STAT_APPLIED);
 }
@@ -730,6 +754,7 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
   __u64 cookie;
   struct spand_policy* t;
   struct spand_policy req;
+  struct spand_applied applied = {};
 
   if (skops->data_segs_out > 0) {
     bpf_sock_ops_cb_flags_set(skops,
@@ -752,7 +777,9 @@ static __always_inline void on_hdr_opt_len(struct bpf_sock_ops* skops) {
     struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
     if (st) count_out(skops, st);
   }
-  apply_policy(skops, &req);
+  apply_policy(skops, &req, &applied);
+  if (applied.cb_flags)
+    bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | applied.cb_flags);
   count(SPAND_STAT_TUNE_APPLIED);
 }
 
@@ -814,22 +841,26 @@ int spand_sockops(struct bpf_sock_ops* skops) {
       /* fall through */
     case BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB: {
       __u16 lport = (__u16)skops->local_port;
+      /* The callbacks the socket needs are gathered and set once, at the end. */
+      struct spand_applied applied = {};
       pol = lookup_policy(skops);
-      if (pol) apply_policy(skops, pol);
+      if (pol) apply_policy(skops, pol, &applied);
       if (spand_measure_trains && skops->sk) {
         /* Timed from the first ACK of data on, which creates the storage if the socket has
          * none (train_state): a connection that ends before it allocates nothing. A socket
-         * with state already (its policy's) is marked in it now. */
-        struct spand_sock_state* st = bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
+         * with state already (its policy's) is marked in it now (apply_policy's lookup, when
+         * it made one, is the answer: nothing since could create storage). */
+        struct spand_sock_state* st = applied.st_known
+                                          ? applied.st
+                                          : bpf_sk_storage_get(&sock_state, skops->sk, 0, 0);
         if (st) st->flags |= SPAND_STATE_TRAIN;
         count(SPAND_STAT_TRAIN_TIMED);
-        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-                                             BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG);
+        applied.cb_flags |= BPF_SOCK_OPS_PARSE_ALL_HDR_OPT_CB_FLAG;
       }
       if (spand_have_tune_ports && bpf_map_lookup_elem(&tune_ports, &lport))
-        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags |
-                                             BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG |
-                                             BPF_SOCK_OPS_STATE_CB_FLAG);
+        applied.cb_flags |= BPF_SOCK_OPS_WRITE_HDR_OPT_CB_FLAG | BPF_SOCK_OPS_STATE_CB_FLAG;
+      if (applied.cb_flags)
+        bpf_sock_ops_cb_flags_set(skops, skops->bpf_sock_ops_cb_flags | applied.cb_flags);
       break;
     }
     case BPF_SOCK_OPS_PARSE_HDR_OPT_CB: {
