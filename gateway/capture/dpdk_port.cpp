@@ -40,7 +40,7 @@ std::vector<VdevSpec> parse_vdevs(const std::vector<std::string>& eal_args) {
       const size_t next = spec.find(',', pos + 1);
       const std::string kv =
           spec.substr(pos + 1, next == std::string::npos ? next : next - pos - 1);
-      if (kv.rfind("rx_pcap=", 0) == 0 && v.rx_pcap.empty()) v.rx_pcap = kv.substr(8);
+      if (kv.rfind("rx_pcap=", 0) == 0) v.rx_pcaps.push_back(kv.substr(8));
       if (kv.rfind("infinite_rx=", 0) == 0) v.infinite_rx = std::atoi(kv.c_str() + 12) > 0;
       pos = next;
     }
@@ -49,35 +49,47 @@ std::vector<VdevSpec> parse_vdevs(const std::vector<std::string>& eal_args) {
   return out;
 }
 
-// Opens the rx_pcap file before the EAL does, for a clear message when it is missing, and for
-// its link type (net_pcap hands over the bytes whatever the link type). For infinite_rx it also
-// counts the records: the driver keeps every one of them in an mbuf of our pool.
-bool inspect_pcap_file(VdevSpec& v, std::string& error) {
-  char errbuf[PCAP_ERRBUF_SIZE] = {};
-  pcap_t* pc = pcap_open_offline(v.rx_pcap.c_str(), errbuf);
-  if (pc == nullptr) {
-    error = v.name + ": cannot read rx_pcap " + v.rx_pcap + ": " + errbuf;
-    return false;
-  }
-  v.dlt = pcap_datalink(pc);
-  LinkType link;
-  if (!link_type_from_dlt(v.dlt, link)) {
-    const char* dlt_name = pcap_datalink_val_to_name(v.dlt);
-    error = v.name + ": " + v.rx_pcap + ": unsupported link type " + std::to_string(v.dlt) + " (" +
-            (dlt_name != nullptr ? dlt_name : "?") +
-            "); supported: Ethernet, Linux SLL/SLL2, raw IP";
-    pcap_close(pc);
-    return false;
-  }
-  if (v.infinite_rx) {
-    pcap_pkthdr* hdr = nullptr;
-    const u_char* bytes = nullptr;
-    while (pcap_next_ex(pc, &hdr, &bytes) == 1) {
-      ++v.packets;
-      v.max_caplen = std::max(v.max_caplen, hdr->caplen);
+// Opens the rx_pcap files before the EAL does, for a clear message when one is missing, and for
+// their link type (net_pcap hands over the bytes whatever the link type; a port's files must
+// share one). For infinite_rx it also counts the records: the driver keeps every one of them in
+// an mbuf of our pool.
+bool inspect_pcap_files(VdevSpec& v, std::string& error) {
+  for (size_t i = 0; i < v.rx_pcaps.size(); ++i) {
+    const std::string& path = v.rx_pcaps[i];
+    char errbuf[PCAP_ERRBUF_SIZE] = {};
+    pcap_t* pc = pcap_open_offline(path.c_str(), errbuf);
+    if (pc == nullptr) {
+      error = v.name + ": cannot read rx_pcap " + path + ": " + errbuf;
+      return false;
     }
+    const int dlt = pcap_datalink(pc);
+    LinkType link;
+    if (!link_type_from_dlt(dlt, link)) {
+      const char* dlt_name = pcap_datalink_val_to_name(dlt);
+      error = v.name + ": " + path + ": unsupported link type " + std::to_string(dlt) + " (" +
+              (dlt_name != nullptr ? dlt_name : "?") +
+              "); supported: Ethernet, Linux SLL/SLL2, raw IP";
+      pcap_close(pc);
+      return false;
+    }
+    if (i > 0 && dlt != v.dlt) {
+      error = v.name + ": " + path + ": link type " + std::to_string(dlt) + ", not " +
+              std::to_string(v.dlt) + " as " + v.rx_pcaps[0] +
+              ": a port's rx_pcap files must share one";
+      pcap_close(pc);
+      return false;
+    }
+    v.dlt = dlt;
+    if (v.infinite_rx) {
+      pcap_pkthdr* hdr = nullptr;
+      const u_char* bytes = nullptr;
+      while (pcap_next_ex(pc, &hdr, &bytes) == 1) {
+        ++v.packets;
+        v.max_caplen = std::max(v.max_caplen, hdr->caplen);
+      }
+    }
+    pcap_close(pc);
   }
-  pcap_close(pc);
   return true;
 }
 
@@ -197,7 +209,7 @@ SourceStatus start_eal(const std::vector<std::string>& eal_args, EalSession& ses
                        std::string& error) {
   session.vdevs = parse_vdevs(eal_args);
   for (VdevSpec& v : session.vdevs) {
-    if (!v.rx_pcap.empty() && !inspect_pcap_file(v, error)) return SourceStatus::kBadInput;
+    if (!inspect_pcap_files(v, error)) return SourceStatus::kBadInput;
   }
   std::vector<std::string> arg_copy = eal_args;
   if (arg_copy.empty()) arg_copy.emplace_back("spand-gateway");
@@ -232,7 +244,7 @@ SourceStatus setup_ports(EalSession& session, unsigned workers, const std::strin
     rte_eth_dev_get_name_by_port(port_id, name);
     p.name = name;
     for (const VdevSpec& v : session.vdevs) {
-      if (v.name != p.name || v.rx_pcap.empty()) continue;
+      if (v.name != p.name || v.rx_pcaps.empty()) continue;
       p.dlt = v.dlt;
       link_type_from_dlt(v.dlt, p.link);
       p.file_packets = v.packets;

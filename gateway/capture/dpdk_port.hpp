@@ -23,12 +23,12 @@ constexpr uint16_t kRxBurst = 128;
 
 // A --vdev argument from the EAL command line: net_pcap vdevs tell us the file behind a port.
 struct VdevSpec {
-  std::string name;     // "net_pcap0"
-  std::string rx_pcap;  // first rx_pcap= file, empty if none
+  std::string name;                   // "net_pcap0"
+  std::vector<std::string> rx_pcaps;  // its rx_pcap= files, one rx queue each (none: not a file)
   bool infinite_rx = false;
-  // From the file itself:
+  // From the files themselves (all must have the same link type):
   int dlt = DLT_EN10MB;
-  uint64_t packets = 0;     // records (counted for infinite_rx only)
+  uint64_t packets = 0;     // records in all of them (counted for infinite_rx only)
   uint32_t max_caplen = 0;  // largest record (counted for infinite_rx only)
 };
 
@@ -43,7 +43,7 @@ struct PortState {
   bool pcap_timestamps = false;  // net_pcap: mbuf rx timestamp = pcap record time in microseconds
   int dlt = DLT_EN10MB;
   LinkType link = LinkType::kEthernet;
-  uint64_t file_packets = 0;  // records in the rx_pcap file (infinite_rx preloads them all)
+  uint64_t file_packets = 0;  // records in the rx_pcap files (infinite_rx preloads them all)
   uint32_t max_caplen = 0;
   bool has_filter = false;
   bpf_program filter{};

@@ -258,11 +258,13 @@ std::vector<std::unique_ptr<WorkerCtx>> make_workers(const EalSession& session,
     c->stop = &stop;
     c->reads_port_stats = w == 0;
     for (const PortState& p : session.ports) {
-      // RSS port: worker w owns queue w. Other ports: worker 0 owns every queue, since nothing
-      // splits their connections by hash.
-      const uint16_t first = p.rss ? static_cast<uint16_t>(w) : 0;
-      const uint16_t last = p.rss ? static_cast<uint16_t>(w + 1) : (w == 0 ? p.rx_queues : 0);
-      for (uint16_t q = first; q < last && q < p.rx_queues; ++q) {
+      // RSS port: worker w owns queue w (the port has no more queues than workers). Other
+      // ports: worker 0 owns every queue, since nothing splits their connections by hash,
+      // unless the user says their queues hold whole connections (--queues-by-flow): then
+      // queue q is worker q mod workers' as well.
+      const bool by_flow = p.rss || opts.queues_by_flow;
+      for (uint16_t q = 0; q < p.rx_queues; ++q) {
+        if (by_flow ? q % nb_workers != w : w != 0) continue;
         // A live port's loss per cause in /metrics (worker 0 reads it, from its queue 0).
         const size_t row = q == 0 && !p.pcap_timestamps
                                ? port_drops().add_port(p.name, {CaptureDropCause::kImissed,
@@ -362,6 +364,16 @@ void print_totals(const std::vector<std::unique_ptr<WorkerCtx>>& ctxs, const Clo
       elapsed_s, elapsed_s > 0 ? static_cast<double>(rx_packets) / elapsed_s / 1e6 : 0.0,
       nb_workers, nb_workers == 1 ? "" : "s", cpu_s,
       cpu_s > 0 ? static_cast<double>(rx_packets) / cpu_s / 1e6 : 0.0);
+  // Several workers: each one's share (an uneven split by RSS or by --queues-by-flow shows here).
+  for (size_t w = 0; ctxs.size() > 1 && w < ctxs.size(); ++w) {
+    const WorkerCtx& c = *ctxs[w];
+    const double rx = static_cast<double>(c.rx_packets.load());
+    std::fprintf(stderr,
+                 "dpdk: worker %zu: %llu packets from %zu queue%s; polling CPU time %.3f s: %.3f "
+                 "Mpps per CPU-second\n",
+                 w, static_cast<unsigned long long>(c.rx_packets.load()), c.queues.size(),
+                 c.queues.size() == 1 ? "" : "s", c.cpu_s, c.cpu_s > 0 ? rx / c.cpu_s / 1e6 : 0.0);
+  }
   // Page faults on the packet path stall a live port's queues: the table and the LossStates
   // ahead of use are committed outside it (prefault at start, then commit_ahead()).
   std::fprintf(stderr,
@@ -404,11 +416,23 @@ SourceStatus run_dpdk_source(const std::vector<std::string>& eal_args, const Sou
   }
   std::vector<std::unique_ptr<WorkerCtx>> ctxs =
       make_workers(session, opts, nb_workers, burst_clock, clock, stop);
-  if (worker_lcores > 1 && std::none_of(session.ports.begin(), session.ports.end(),
-                                        [](const PortState& p) { return p.rss; })) {
+  if (worker_lcores > 1 && !opts.queues_by_flow &&
+      std::none_of(session.ports.begin(), session.ports.end(),
+                   [](const PortState& p) { return p.rss; })) {
     std::fprintf(stderr,
-                 "dpdk: no port has RSS: only worker 0 receives packets; %u lcore(s) idle\n",
+                 "dpdk: no port has RSS: only worker 0 receives packets; %u lcore(s) idle "
+                 "(--queues-by-flow when each queue holds whole connections)\n",
                  worker_lcores - 1);
+  }
+  if (worker_lcores > 1 && opts.queues_by_flow) {
+    const auto idle =
+        std::count_if(ctxs.begin(), ctxs.end(), [](const auto& c) { return c->queues.empty(); });
+    if (idle > 0) {
+      std::fprintf(stderr,
+                   "dpdk: --queues-by-flow: %u worker(s) of %u poll no queue (queue q goes to "
+                   "worker q mod workers; give as many queues as workers)\n",
+                   static_cast<unsigned>(idle), nb_workers);
+    }
   }
 
   StopSignals stop_signals;

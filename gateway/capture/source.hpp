@@ -34,6 +34,10 @@ struct SourceOptions {
   // 0 = 2 when the machine has two cores or more and the outputs' order does not depend on
   // when the rings are drained (Collector::order_sensitive()), else 1.
   unsigned pcap_threads = 0;
+  // DPDK: the rx queues of ports without RSS already hold whole connections, split by flow alike
+  // on every port (e.g. several rx_pcap files of one capture split by a symmetric hash): queue q
+  // goes to worker q mod workers, as an RSS queue does. false: worker 0 polls them all.
+  bool queues_by_flow = false;
 };
 
 // Outcome of a source run; exit code for main().

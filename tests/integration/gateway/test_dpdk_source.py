@@ -193,6 +193,82 @@ def test_samples_same(synthetic, tmp_path):
     assert la == lb
 
 
+# --- two workers on queues split by flow ----------------------------------------------------
+# Three lcores on CPU 0 (the main lcore and two workers): runs on a machine of any size.
+TWO_WORKERS = ["--lcores", "0@0,1@0,2@0"]
+
+
+@pytest.fixture(scope="module")
+def synthetic_split(synthetic, tmp_path_factory):
+    """The synthetic capture split by connection into two files (what symmetric RSS does)."""
+    prefix = str(tmp_path_factory.mktemp("split") / "part")
+    split = os.path.join(os.path.dirname(GEN), "split_by_flow.py")
+    subprocess.run([sys.executable, split, synthetic, prefix, "2"], check=True,
+                   capture_output=True)
+    return [prefix + ".0.pcap", prefix + ".1.pcap"]
+
+
+def via_dpdk_files(files, out, lcores, extra=()):
+    vdev = "net_pcap0," + ",".join("rx_pcap=" + f for f in files)
+    r = run(EAL + lcores + ["--vdev", vdev, "--"] + list(extra) + out)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def worker_packets(stderr):
+    return [int(n) for n in re.findall(r"^dpdk: worker \d+: (\d+) packets", stderr, re.M)]
+
+
+def test_split_halves_are_whole_connections(synthetic, synthetic_split, tmp_path):
+    """Independent of the gateway's split: every connection's packets (by its ports, unique in
+    the generator's output) lie in one file, and the files hold every packet between them."""
+    import scapy.all as scapy
+    where, total = {}, 0
+    for i, f in enumerate(synthetic_split):
+        for pkt in scapy.rdpcap(f):
+            if scapy.TCP in pkt:
+                key = frozenset([(pkt[scapy.IP].src, pkt[scapy.TCP].sport),
+                                 (pkt[scapy.IP].dst, pkt[scapy.TCP].dport)])
+                assert where.setdefault(key, i) == i, key
+            total += 1
+    assert total == len(scapy.rdpcap(synthetic))
+    assert set(where.values()) == {0, 1}
+
+
+def test_two_workers_queues_by_flow_same_flows_and_samples(synthetic, synthetic_split, tmp_path):
+    """--queues-by-flow: queue q to worker q; both workers track, and the records and samples
+    are those of one worker over the whole capture (--pcap)."""
+    a, b = tmp_path / "pcap.jsonl", tmp_path / "dpdk.jsonl"
+    sa, sb = tmp_path / "pcap_s.jsonl", tmp_path / "dpdk_s.jsonl"
+    via_pcap(synthetic, ["--flows-out", str(a), "--samples-out", str(sa)])
+    r = via_dpdk_files(synthetic_split, ["--flows-out", str(b), "--samples-out", str(sb)],
+                       TWO_WORKERS, ["--queues-by-flow"])
+    per_worker = worker_packets(r.stderr)
+    assert len(per_worker) == 2 and all(n > 10000 for n in per_worker), r.stderr
+    assert "on 2 workers" in r.stderr and "only worker 0" not in r.stderr
+    la, lb = sorted_lines(a), sorted_lines(b)
+    assert len(la) == 3000 and la == lb
+    assert sorted_lines(sa) == sorted_lines(sb)
+
+
+def test_two_workers_without_the_flag_leave_one_idle(synthetic_split, tmp_path):
+    r = via_dpdk_files(synthetic_split, [], TWO_WORKERS)
+    assert "no port has RSS: only worker 0 receives packets" in r.stderr
+    assert worker_packets(r.stderr)[1:] == [0], r.stderr
+
+
+def test_queues_by_flow_names_a_worker_without_a_queue(synthetic_split):
+    r = via_dpdk_files(synthetic_split, [], ["--lcores", "0@0,1@0,2@0,3@0"], ["--queues-by-flow"])
+    assert "1 worker(s) of 3 poll no queue" in r.stderr
+    assert worker_packets(r.stderr)[2] == 0
+
+
+def test_rx_pcap_files_of_two_link_types_are_an_error(handmade, handmade_sll):
+    r = run(EAL + ["--vdev", f"net_pcap0,rx_pcap={handmade},rx_pcap={handmade_sll}", "--"])
+    assert r.returncode == 2, r.stderr
+    assert "a port's rx_pcap files must share one" in r.stderr
+
+
 # --- errors -------------------------------------------------------------------------------
 
 def test_bad_eal_argument_is_an_error_not_a_crash(handmade):
