@@ -26,20 +26,13 @@ if [[ -n ${BEFORE:-} ]]; then
   builds=("$(abs "$BEFORE")" "${builds[0]}")
   names=(before after)
 fi
-WORK=${WORK:-/tmp/spand-dataplane-bench}
-ROUNDS=${ROUNDS:-5}
-DURATION=${DURATION:-5}
-CONNS=${CONNS:-130000}
-CONC=${CONC:-115000}
-PY=/usr/bin/python3
-EAL_BASE=(--no-huge --no-pci --no-shconf --log-level=lib.eal:warning)
-die() { echo "dataplane_bench: $*" >&2; exit 1; }
+BENCH_NAME=dataplane_bench
+. "$here/dataplane_mix.sh"
 for b in "${builds[@]}"; do
   [[ -x $b/spand-gateway ]] || die "no $b/spand-gateway"
   [[ -x $b/tests/bench/packet_loop_bench ]] || die "no $b/tests/bench/packet_loop_bench"
 done
 command -v dpdk-testpmd > /dev/null || die "dpdk-testpmd missing (Debian package dpdk)"
-mkdir -p "$WORK"
 
 echo "== machine"
 echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -51,12 +44,7 @@ for i in "${!builds[@]}"; do
   echo "${names[$i]}: ${builds[$i]} ($(git -C "${builds[$i]}" rev-parse --short HEAD 2>/dev/null || echo '?'), $(build_line "${builds[$i]}"))"
 done
 
-mix="$WORK/mix-$CONNS-$CONC.pcap"
-[[ -s $mix ]] || $PY "$here/gen_synthetic.py" "$mix" --connections "$CONNS" --concurrency "$CONC" \
-  2> "$mix.log" || die "generator failed"
-cat "$mix.log"
-packets=$(grep -o '[0-9]* packets' "$mix.log" | cut -d' ' -f1)
-eal_mb=$(( packets * 512 / 1048576 + 512 ))  # infinite_rx keeps every record in an mbuf
+dataplane_mix
 vdev="net_pcap0,rx_pcap=$mix,infinite_rx=1"
 clk_tck=$(getconf CLK_TCK)
 cat "$mix" > /dev/null
@@ -72,11 +60,17 @@ thread_cpu() {  # CPU seconds of thread $2 of process $1
   echo 0
 }
 testpmd_rate() {  # Mpps per CPU-second of testpmd's forwarding lcore
-  local pid cpu n
+  local pid cpu n t
   dpdk-testpmd -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- --forward-mode=rxonly \
     --total-num-mbufs=$(( packets + 16384 )) --mbuf-size=256 --stats-period=1 \
     > "$WORK/testpmd.log" 2>&1 &
   pid=$!
+  # Timed from its first statistics line (the file loaded, packets flowing), as the gateway.
+  for ((t = 0; t < 600; t++)); do
+    grep -qa 'RX-packets' "$WORK/testpmd.log" && break
+    kill -0 "$pid" 2> /dev/null || break
+    sleep 0.5
+  done
   sleep "$DURATION"
   cpu=$(thread_cpu "$pid" rte-worker-1)
   kill -INT "$pid"
@@ -86,12 +80,9 @@ testpmd_rate() {  # Mpps per CPU-second of testpmd's forwarding lcore
   awk -v p="$n" -v c="$cpu" 'BEGIN {if (c > 0) printf "%.3f", p / c / 1e6; else print 0}'
 }
 gateway_rate() {  # Mpps per CPU-second of the gateway's worker lcore (its own exit line)
-  local pid log="$WORK/gw.log"
-  "$1/spand-gateway" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- > /dev/null 2> "$log" &
-  pid=$!
-  sleep "$DURATION"
-  kill -INT "$pid"
-  wait "$pid" || die "gateway failed: $(tail -3 "$log")"
+  local log="$WORK/gw.log"
+  gateway_for_duration "$log" "$1/spand-gateway" -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" \
+    --vdev "$vdev" -- --progress
   grep -a '^dpdk: .* packets received' "$log" | sed -E 's/.*: ([0-9.]+) Mpps per CPU-second.*/\1/'
 }
 loop_ns() {  # packet_loop_bench median CPU ns per packet (3 passes)

@@ -22,16 +22,9 @@ root=$(cd "$here/../.." && pwd)
 . "$here/machine.sh"
 build=${1:-build}
 [[ $build = /* ]] || build=$root/$build
-WORK=${WORK:-/tmp/spand-dataplane-bench}
-ROUNDS=${ROUNDS:-5}
-DURATION=${DURATION:-5}
-CONNS=${CONNS:-130000}
-CONC=${CONC:-115000}
-PY=/usr/bin/python3
-EAL_BASE=(--no-huge --no-pci --no-shconf --log-level=lib.eal:warning)
-die() { echo "dataplane_workers_bench: $*" >&2; exit 1; }
+BENCH_NAME=dataplane_workers_bench
+. "$here/dataplane_mix.sh"
 [[ -x $build/spand-gateway ]] || die "no $build/spand-gateway"
-mkdir -p "$WORK"
 
 echo "== machine"
 echo "date:    $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -41,29 +34,20 @@ echo "load:    $(cut -d' ' -f1-3 /proc/loadavg) (1/5/15 min, before the run)"
 echo "dpdk:    $(pkg-config --modversion libdpdk 2>/dev/null || echo '?')"
 echo "build:   $build ($(git -C "$build" rev-parse --short HEAD 2>/dev/null || echo '?'), $(build_line "$build"))"
 
-mix="$WORK/mix-$CONNS-$CONC.pcap"
-[[ -s $mix ]] || $PY "$here/gen_synthetic.py" "$mix" --connections "$CONNS" --concurrency "$CONC" \
-  2> "$mix.log" || die "generator failed"
-cat "$mix.log"
+dataplane_mix
 split="$WORK/mix-$CONNS-$CONC.split"
 [[ -s $split.1.pcap && $split.1.pcap -nt $mix ]] ||
   $PY "$here/split_by_flow.py" "$mix" "$split" 2 || die "split failed"
-packets=$(grep -o '[0-9]* packets' "$mix.log" | cut -d' ' -f1)
-eal_mb=$(( packets * 512 / 1048576 + 512 ))
 vdev="net_pcap0,rx_pcap=$split.0.pcap,rx_pcap=$split.1.pcap,infinite_rx=1"
 cat "$split.0.pcap" "$split.1.pcap" > /dev/null
 
 # Runs the gateway for DURATION seconds, one worker (one) or two (two); prints
 # "wall_mpps cpu_mpps_w0 [cpu_mpps_w1]".
 gateway_run() {
-  local pid log="$WORK/gw-workers.log" lcores=(-l 0,1) opts=()
-  [[ $1 == two ]] && lcores=(--lcores 0@0,1@1,2@0) opts=(--queues-by-flow)
-  "$build/spand-gateway" "${lcores[@]}" "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- \
-    "${opts[@]}" > /dev/null 2> "$log" &
-  pid=$!
-  sleep "$DURATION"
-  kill -INT "$pid"
-  wait "$pid" || die "gateway failed: $(tail -3 "$log")"
+  local log="$WORK/gw-workers.log" lcores=(-l 0,1) opts=(--progress)
+  [[ $1 == two ]] && lcores=(--lcores 0@0,1@1,2@0) opts+=(--queues-by-flow)
+  gateway_for_duration "$log" "$build/spand-gateway" "${lcores[@]}" "${EAL_BASE[@]}" \
+    -m "$eal_mb" --vdev "$vdev" -- "${opts[@]}"
   local wall per
   wall=$(grep -a '^dpdk: .* packets received' "$log" | sed -E 's/.*s: ([0-9.]+) Mpps on .*/\1/')
   per=$(grep -a '^dpdk: worker [0-9]*:' "$log" | sed -E 's/.*: ([0-9.]+) Mpps per CPU-second/\1/' |
