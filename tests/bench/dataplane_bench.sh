@@ -60,17 +60,14 @@ thread_cpu() {  # CPU seconds of thread $2 of process $1
   echo 0
 }
 testpmd_rate() {  # Mpps per CPU-second of testpmd's forwarding lcore
-  local pid cpu n t
+  local pid cpu n
+  : > "$WORK/testpmd.log"  # emptied before the start (wait_for_line reads it)
   dpdk-testpmd -l 0,1 "${EAL_BASE[@]}" -m "$eal_mb" --vdev "$vdev" -- --forward-mode=rxonly \
     --total-num-mbufs=$(( packets + 16384 )) --mbuf-size=256 --stats-period=1 \
     > "$WORK/testpmd.log" 2>&1 &
   pid=$!
   # Timed from its first statistics line (the file loaded, packets flowing), as the gateway.
-  for ((t = 0; t < 600; t++)); do
-    grep -qa 'RX-packets' "$WORK/testpmd.log" && break
-    kill -0 "$pid" 2> /dev/null || break
-    sleep 0.5
-  done
+  wait_for_line "$WORK/testpmd.log" 'RX-packets' "$pid" || true
   sleep "$DURATION"
   cpu=$(thread_cpu "$pid" rte-worker-1)
   kill -INT "$pid"

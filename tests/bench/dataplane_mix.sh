@@ -22,22 +22,30 @@ dataplane_mix() {
   eal_mb=$(( packets * 512 / 1048576 + 512 ))
 }
 
+# Waits up to 300 s for a line matching the extended regex $2 in file $1 while process $3 lives;
+# false if none came.
+wait_for_line() {
+  local t
+  for ((t = 0; t < 600; t++)); do
+    grep -qaE "$2" "$1" && return 0
+    kill -0 "$3" 2> /dev/null || break
+    sleep 0.5
+  done
+  grep -qaE "$2" "$1"
+}
+
 # Runs "$@" (a gateway on an endless vdev, --progress among its options) in the background with
 # its stderr in file $1 (given first), waits for its first progress line (packets flowing, its
 # SIGINT handler in place: a script's background job starts with SIGINT ignored, so a SIGINT
 # during a slow start-up was lost and the run never ended), lets it run DURATION seconds, then
 # stops it with SIGINT and waits for its exit lines.
 gateway_for_duration() {
-  local log=$1 pid t
+  local log=$1 pid
   shift
+  : > "$log"  # emptied here, not by the child's redirection: it may come after the first look
   "$@" > /dev/null 2> "$log" &
   pid=$!
-  for ((t = 0; t < 600; t++)); do
-    grep -qaE '^dpdk: [0-9]+ packets, ' "$log" && break
-    kill -0 "$pid" 2> /dev/null || break
-    sleep 0.5
-  done
-  if ! grep -qaE '^dpdk: [0-9]+ packets, ' "$log"; then
+  if ! wait_for_line "$log" '^dpdk: [0-9]+ packets, ' "$pid"; then
     kill -TERM "$pid" 2> /dev/null || true
     wait "$pid" || true
     die "gateway never started polling: $(tail -3 "$log")"
