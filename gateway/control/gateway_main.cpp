@@ -194,8 +194,8 @@ int main(int argc, char** argv) {
   app.add_flag("--queues-by-flow", src.queues_by_flow,
                "DPDK: the rx queues of ports without RSS already hold whole connections, split "
                "by flow alike on every port (e.g. net_pcap's rx_pcap files of one capture split "
-               "by tests/bench/split_by_flow.py): queue q goes to worker lcore q mod workers, as "
-               "with RSS. Default: the first worker polls them all");
+               "by connection): queue q goes to worker lcore q mod workers, as with RSS. "
+               "Default: the first worker polls them all");
   std::string hash_seed;
   app.add_option("--hash-seed", hash_seed,
                  "Seed of the flow table's keyed hash (decimal or 0x hex). Default: fixed for "
