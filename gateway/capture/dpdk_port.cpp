@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,38 +58,36 @@ bool inspect_pcap_files(VdevSpec& v, std::string& error) {
   for (size_t i = 0; i < v.rx_pcaps.size(); ++i) {
     const std::string& path = v.rx_pcaps[i];
     char errbuf[PCAP_ERRBUF_SIZE] = {};
-    pcap_t* pc = pcap_open_offline(path.c_str(), errbuf);
+    const std::unique_ptr<pcap_t, decltype(&pcap_close)> pc(pcap_open_offline(path.c_str(), errbuf),
+                                                            &pcap_close);
     if (pc == nullptr) {
       error = v.name + ": cannot read rx_pcap " + path + ": " + errbuf;
       return false;
     }
-    const int dlt = pcap_datalink(pc);
+    const int dlt = pcap_datalink(pc.get());
     LinkType link;
     if (!link_type_from_dlt(dlt, link)) {
       const char* dlt_name = pcap_datalink_val_to_name(dlt);
       error = v.name + ": " + path + ": unsupported link type " + std::to_string(dlt) + " (" +
               (dlt_name != nullptr ? dlt_name : "?") +
               "); supported: Ethernet, Linux SLL/SLL2, raw IP";
-      pcap_close(pc);
       return false;
     }
     if (i > 0 && dlt != v.dlt) {
       error = v.name + ": " + path + ": link type " + std::to_string(dlt) + ", not " +
               std::to_string(v.dlt) + " as " + v.rx_pcaps[0] +
               ": a port's rx_pcap files must share one";
-      pcap_close(pc);
       return false;
     }
     v.dlt = dlt;
     if (v.infinite_rx) {
       pcap_pkthdr* hdr = nullptr;
       const u_char* bytes = nullptr;
-      while (pcap_next_ex(pc, &hdr, &bytes) == 1) {
+      while (pcap_next_ex(pc.get(), &hdr, &bytes) == 1) {
         ++v.packets;
         v.max_caplen = std::max(v.max_caplen, hdr->caplen);
       }
     }
-    pcap_close(pc);
   }
   return true;
 }

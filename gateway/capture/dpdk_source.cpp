@@ -367,12 +367,13 @@ void print_totals(const std::vector<std::unique_ptr<WorkerCtx>>& ctxs, const Clo
   // Several workers: each one's share (an uneven split by RSS or by --queues-by-flow shows here).
   for (size_t w = 0; ctxs.size() > 1 && w < ctxs.size(); ++w) {
     const WorkerCtx& c = *ctxs[w];
-    const double rx = static_cast<double>(c.rx_packets.load());
+    const uint64_t rx = c.rx_packets.load();
     std::fprintf(stderr,
                  "dpdk: worker %zu: %llu packets from %zu queue%s; polling CPU time %.3f s: %.3f "
                  "Mpps per CPU-second\n",
-                 w, static_cast<unsigned long long>(c.rx_packets.load()), c.queues.size(),
-                 c.queues.size() == 1 ? "" : "s", c.cpu_s, c.cpu_s > 0 ? rx / c.cpu_s / 1e6 : 0.0);
+                 w, static_cast<unsigned long long>(rx), c.queues.size(),
+                 c.queues.size() == 1 ? "" : "s", c.cpu_s,
+                 c.cpu_s > 0 ? static_cast<double>(rx) / c.cpu_s / 1e6 : 0.0);
   }
   // Page faults on the packet path stall a live port's queues: the table and the LossStates
   // ahead of use are committed outside it (prefault at start, then commit_ahead()).

@@ -37,7 +37,12 @@ def via_pcap(capture, out, extra=()):
 
 
 def via_dpdk(capture, out, lcores, extra=()):
-    vdev = "net_pcap0,rx_pcap=" + capture
+    return via_dpdk_files([capture], out, lcores, extra)
+
+
+def via_dpdk_files(files, out, lcores, extra=()):
+    """One net_pcap port, one rx queue per file."""
+    vdev = "net_pcap0," + ",".join("rx_pcap=" + f for f in files)
     r = run(EAL + lcores + ["--vdev", vdev, "--"] + list(extra) + out)
     assert r.returncode == 0, r.stderr
     return r
@@ -206,13 +211,6 @@ def synthetic_split(synthetic, tmp_path_factory):
     subprocess.run([sys.executable, split, synthetic, prefix, "2"], check=True,
                    capture_output=True)
     return [prefix + ".0.pcap", prefix + ".1.pcap"]
-
-
-def via_dpdk_files(files, out, lcores, extra=()):
-    vdev = "net_pcap0," + ",".join("rx_pcap=" + f for f in files)
-    r = run(EAL + lcores + ["--vdev", vdev, "--"] + list(extra) + out)
-    assert r.returncode == 0, r.stderr
-    return r
 
 
 def worker_packets(stderr):
