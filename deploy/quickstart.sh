@@ -33,11 +33,12 @@ for _ in $(seq 1 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sle
 key=$out/client.key
 [ -s "$key" ] || (umask 077 && od -An -tx1 -N16 /dev/urandom | tr -d ' \n' > "$key" && echo >> "$key")
 
-# The bundled capture has one client host per /24: the demo asks for one sample and one client
-# (the defaults, 5 samples from 2 clients, guard real deployments against single-host forgery).
+# The bundled capture has one or two client hosts per /24: the demo asks for one sample and one
+# client, in the gateway's prefix summary and in the estimate service alike (the defaults, 5
+# samples from 2 clients, guard real deployments against single-host forgery).
 echo "== spand-gateway --pcap $capture --redis redis://127.0.0.1:$port"
 "$build/spand-gateway" --pcap "$capture" --redis "redis://127.0.0.1:$port" \
-  --client-key-file "$key" --min-samples 1 \
+  --client-key-file "$key" --min-samples 1 --min-clients 1 \
   --flows-out "$out/flows.jsonl" --samples-out "$out/samples.jsonl" --prefix-summary
 echo "== Redis now holds $(redis-cli -p "$port" --scan --pattern 'spand:*' | wc -l) spand keys"
 status=1

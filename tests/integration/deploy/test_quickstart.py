@@ -48,6 +48,11 @@ def main(build):
             failures.append("no sample written")
         elif not re.search(r"^\S+\s+%s\s.*USE_ESTIMATE" % re.escape(prefix), r.stdout, re.M):
             failures.append("no USE_ESTIMATE row for %s" % prefix)
+        # The gateway's prefix summary says the same of that prefix: both run with the demo's
+        # thresholds (1 sample, 1 client), and the bundled capture gives each /24 more W_c
+        # samples than that from at least one client (its first /24 has one client host).
+        if prefix and not re.search(r"^%s\s.*USE_ESTIMATE\s*$" % re.escape(prefix), text, re.M):
+            failures.append("the prefix summary does not say USE_ESTIMATE for %s" % prefix)
         if not os.path.exists(flows) or not os.path.getsize(flows):
             failures.append("no flow record")
         if failures:
