@@ -36,15 +36,16 @@ key=$out/client.key
 # The bundled capture has one or two client hosts per /24: the demo asks for one sample and one
 # client, in the gateway's prefix summary and in the estimate service alike (the defaults, 5
 # samples from 2 clients, guard real deployments against single-host forgery).
+demo_thresholds=(--min-samples 1 --min-clients 1)
 echo "== spand-gateway --pcap $capture --redis redis://127.0.0.1:$port"
 "$build/spand-gateway" --pcap "$capture" --redis "redis://127.0.0.1:$port" \
-  --client-key-file "$key" --min-samples 1 --min-clients 1 \
+  --client-key-file "$key" "${demo_thresholds[@]}" \
   --flows-out "$out/flows.jsonl" --samples-out "$out/samples.jsonl" --prefix-summary
 echo "== Redis now holds $(redis-cli -p "$port" --scan --pattern 'spand:*' | wc -l) spand keys"
 status=1
 if [ -x "$build/gateway/control/spand-estimates" ] && [ -x "$build/tools/spandctl" ]; then
   "$build/gateway/control/spand-estimates" --redis "redis://127.0.0.1:$port" --client-key-file "$key" \
-    --grpc-listen "127.0.0.1:$grpc" --min-samples 1 --min-clients 1 >"$out/estimates.log" 2>&1 &
+    --grpc-listen "127.0.0.1:$grpc" "${demo_thresholds[@]}" >"$out/estimates.log" 2>&1 &
   est=$!
   trap 'kill $est 2>/dev/null; kill "$(cat "$out/redis.pid")" 2>/dev/null || true' EXIT
   prefix=$(head -n 1 "$out/samples.jsonl" | sed 's/.*"prefix":"\([^"]*\)".*/\1/')

@@ -303,9 +303,9 @@ def test_sender_flavour_matches_server_cc(lab):
     What is required: of the connections that showed a decrease, no more than the issue's 5 %
     named as the other flavour, and at most 5 % of them, or one in a run (a run holds 13-20: one
     connection is 5-8 %), left `unknown`; of those that could not show it, at most one in a run
-    named as the other flavour. An abstention is not a wrong name; the 95 % of the issue is met over the
-    matrix of 28 runs (docs/results/lab_truth.md), which a single run of this size can only
-    sample.
+    named as the other flavour. An abstention is not a wrong name; the 95 % of the issue is met
+    over the matrix of 28 runs (docs/results/lab_truth.md), which a single run of this size can
+    only sample.
     """
     want = SENDER_NAME[lab.cc]
     right, knowable, misses, excluded, counted, guessed = 0, 0, [], [], set(), []
