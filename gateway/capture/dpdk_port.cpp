@@ -69,8 +69,7 @@ bool inspect_pcap_files(VdevSpec& v, std::string& error) {
     if (!link_type_from_dlt(dlt, link)) {
       const char* dlt_name = pcap_datalink_val_to_name(dlt);
       error = v.name + ": " + path + ": unsupported link type " + std::to_string(dlt) + " (" +
-              (dlt_name != nullptr ? dlt_name : "?") +
-              "); supported: Ethernet, Linux SLL/SLL2, raw IP";
+              (dlt_name != nullptr ? dlt_name : "?") + "); supported: " + kSupportedLinkTypes;
       return false;
     }
     if (i > 0 && dlt != v.dlt) {

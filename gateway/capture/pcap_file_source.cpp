@@ -39,6 +39,12 @@ bool set_pcap_filter(pcap_t* pc, const std::string& filter, std::string& error) 
 
 bool link_type_from_dlt(int dlt, LinkType& out) {
   switch (dlt) {
+    case DLT_NULL:
+      out = LinkType::kNull;
+      return true;
+    case 108:  // DLT_LOOP (12 on OpenBSD; LINKTYPE_LOOP 108 in files, libpcap maps it here)
+      out = LinkType::kLoop;
+      return true;
     case DLT_EN10MB:
       out = LinkType::kEthernet;
       return true;
@@ -234,7 +240,7 @@ SourceStatus read_pcap(pcap_t* pc, const std::string& path, const SourceOptions&
         path + ": unsupported link type " + std::to_string(pcap_datalink(pc)) + " (" +
         (pcap_datalink_val_to_name(pcap_datalink(pc)) ? pcap_datalink_val_to_name(pcap_datalink(pc))
                                                       : "?") +
-        "); supported: Ethernet, Linux SLL/SLL2, raw IP";
+        "); supported: " + kSupportedLinkTypes;
     pcap_close(pc);
     return SourceStatus::kBadInput;
   }

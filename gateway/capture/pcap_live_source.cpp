@@ -87,7 +87,8 @@ pcap_t* open_live(const SourceOptions& opts, LinkType& link, std::string& error,
     return nullptr;
   }
   if (!link_type_from_dlt(pcap_datalink(pc), link)) {
-    error = lo.interface + ": unsupported link type " + std::to_string(pcap_datalink(pc));
+    error = lo.interface + ": unsupported link type " + std::to_string(pcap_datalink(pc)) +
+            "; supported: " + kSupportedLinkTypes;
     pcap_close(pc);
     return nullptr;
   }

@@ -49,6 +49,9 @@ enum class SourceStatus : int { kOk = 0, kBadInput = 2, kRuntimeError = 3, kCapt
 // it decodes none of them. They differ only for raw IP (DLT_RAW is 12 on Linux, LINKTYPE_RAW
 // 101 in files).
 bool link_type_from_dlt(int dlt, LinkType& out);
+// The link types link_type_from_dlt() accepts, for error messages.
+inline constexpr const char* kSupportedLinkTypes =
+    "Ethernet, Linux SLL/SLL2, raw IP, BSD loopback (NULL/LOOP)";
 
 // Compiles and sets a libpcap filter on an open handle (nothing for an empty filter); false with
 // a message naming the filter.

@@ -10,8 +10,10 @@ namespace spand {
 
 // Link types we decode, numbered as libpcap's DLT_/LINKTYPE_ values so a pcap header maps 1:1.
 enum class LinkType : uint16_t {
+  kNull = 0,        // LINKTYPE_NULL: BSD/macOS loopback (address family, capturing host order)
   kEthernet = 1,    // LINKTYPE_ETHERNET
   kRaw = 101,       // LINKTYPE_RAW (IPv4 or IPv6 by version nibble)
+  kLoop = 108,      // LINKTYPE_LOOP: OpenBSD loopback (address family, network order)
   kLinuxSll = 113,  // LINKTYPE_LINUX_SLL
   kIpv4 = 228,      // LINKTYPE_IPV4
   kIpv6 = 229,      // LINKTYPE_IPV6

@@ -22,6 +22,13 @@ constexpr uint32_t kSllHeaderBytes = 16;
 constexpr uint32_t kSllProtocolOffset = 14;
 constexpr uint32_t kSll2HeaderBytes = 20;
 constexpr uint32_t kSll2ProtocolOffset = 0;
+constexpr uint32_t kNullHeaderBytes = 4;
+// Address families in a LINKTYPE_NULL/LOOP header (libpcap's LINKTYPE_NULL description): IPv4 is
+// 2 everywhere; IPv6 is 24 on NetBSD, OpenBSD and BSD/OS, 28 on FreeBSD, 30 on macOS.
+constexpr uint32_t kBsdAfInet = 2;
+constexpr uint32_t kBsdAfInet6Bsd = 24;
+constexpr uint32_t kBsdAfInet6FreeBsd = 28;
+constexpr uint32_t kBsdAfInet6Darwin = 30;
 
 constexpr uint32_t kIpv4MinHeaderBytes = 20;
 constexpr uint32_t kIpv6HeaderBytes = 40;
@@ -65,6 +72,11 @@ inline uint16_t rd16(const uint8_t* p) {
 inline uint32_t rd32(const uint8_t* p) {
   return (static_cast<uint32_t>(p[0]) << 24) | (static_cast<uint32_t>(p[1]) << 16) |
          (static_cast<uint32_t>(p[2]) << 8) | static_cast<uint32_t>(p[3]);
+}
+
+inline uint32_t rd32le(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
 }
 
 inline bool is_vlan_tpid(uint16_t ethertype) {
@@ -284,6 +296,26 @@ inline Drop parse_by_ethertype(const uint8_t* data, uint32_t caplen, uint32_t wi
   }
 }
 
+// LINKTYPE_NULL and LOOP: the 4-byte address family, then the IP packet. A NULL header is in the
+// byte order of the host that captured, which the file does not say: the families are below 256,
+// so a value with its high half set was written by a host of the other order.
+inline Drop parse_by_family(const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                            bool network_order, ParsedPacket& out) {
+  if (caplen < kNullHeaderBytes) return Drop::kTruncatedL2;
+  uint32_t family = network_order ? rd32(data) : rd32le(data);
+  if (!network_order && (family & 0xffff0000u) != 0) family = rd32(data);
+  switch (family) {
+    case kBsdAfInet:
+      return parse_ipv4(data, caplen, wire_len, kNullHeaderBytes, out);
+    case kBsdAfInet6Bsd:
+    case kBsdAfInet6FreeBsd:
+    case kBsdAfInet6Darwin:
+      return parse_ipv6(data, caplen, wire_len, kNullHeaderBytes, out);
+    default:
+      return Drop::kNotIp;
+  }
+}
+
 // The common frame: Ethernet, then IPv4 without options, then TCP. The caller has checked that
 // the three minimal headers are captured (caplen >= 54) and that caplen <= wire_len. Returns
 // false when the frame has another shape or would fail any check: the general decoder then
@@ -353,6 +385,10 @@ Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t w
                                 rd16(data + kSll2ProtocolOffset), out);
     case LinkType::kRaw:
       return parse_by_version(data, caplen, wire_len, 0, out);
+    case LinkType::kNull:
+      return parse_by_family(data, caplen, wire_len, false, out);
+    case LinkType::kLoop:
+      return parse_by_family(data, caplen, wire_len, true, out);
     case LinkType::kIpv4:
       return parse_ipv4(data, caplen, wire_len, 0, out);
     case LinkType::kIpv6:

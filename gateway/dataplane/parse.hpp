@@ -1,6 +1,6 @@
-// Frame decoder: link layer (Ethernet, 802.1Q, QinQ, Linux SLL/SLL2, raw IP), IPv4 (options,
-// fragments), IPv6 (extension headers) and TCP (options). Lengths come from the IP header so a
-// snap-length-cut capture still yields the true payload length.
+// Frame decoder: link layer (Ethernet, 802.1Q, QinQ, Linux SLL/SLL2, raw IP, BSD loopback), IPv4
+// (options, fragments), IPv6 (extension headers) and TCP (options). Lengths come from the IP header
+// so a snap-length-cut capture still yields the true payload length.
 #pragma once
 
 #include "dataplane/packet.hpp"

@@ -1,8 +1,8 @@
 // Header-only frame builder for tests: TCP segments over IPv4/IPv6 (options, fragments, extension
-// headers) over Ethernet (802.1Q, QinQ), Linux SLL/SLL2 or raw IP, with real IPv4 header and TCP
-// checksums so a dump in Wireshark looks like a capture. Payload bytes are zeros; `snaplen` cuts
-// the returned bytes the way a capture's snap length does, the lengths in the headers stay true.
-// Test code only: it allocates and aborts freely.
+// headers) over Ethernet (802.1Q, QinQ), Linux SLL/SLL2, raw IP or BSD loopback, with real IPv4
+// header and TCP checksums so a dump in Wireshark looks like a capture. Payload bytes are zeros;
+// `snaplen` cuts the returned bytes the way a capture's snap length does, the lengths in the
+// headers stay true. Test code only: it allocates and aborts freely.
 #pragma once
 
 #include <arpa/inet.h>
@@ -53,6 +53,10 @@ struct FrameOpts {
   // TPID per tag, outer first; empty = 0x8100 for a single tag, 0x88a8 then 0x8100 for QinQ.
   std::vector<uint16_t> vlan_tpids;
   int ethertype = -1;  // >= 0: override the ethertype / SLL protocol after the tags
+  // LINKTYPE_NULL/LOOP: the address family (-1: 2 for IPv4; for IPv6 30, macOS's, on NULL and
+  // 24, OpenBSD's, on LOOP), and for NULL the capturing host's byte order.
+  int family = -1;
+  bool null_big_endian = false;
   uint32_t eth_min_frame = 60;
   // IPv4
   std::vector<uint8_t> ipv4_options;  // padded to a multiple of 4 with EOL
@@ -283,6 +287,19 @@ inline std::vector<uint8_t> build_wire_frame(const TcpSeg& s, const FrameOpts& f
       detail::push16(l2, first_type);
       l2.insert(l2.end(), {0, 0, 0, 0, 0, 2, 0, 1, 0, 6, 0x02, 0, 0, 0, 0, 0x01, 0, 0});
       break;
+    case LinkType::kNull:
+    case LinkType::kLoop: {
+      const uint32_t fam = f.family >= 0               ? static_cast<uint32_t>(f.family)
+                           : !v6                       ? 2u
+                           : f.link == LinkType::kNull ? 30u
+                                                       : 24u;
+      const bool big = f.link == LinkType::kLoop || f.null_big_endian;
+      for (int i = 0; i < 4; ++i) {
+        const int shift = big ? 24 - 8 * i : 8 * i;
+        l2.push_back(static_cast<uint8_t>(fam >> shift));
+      }
+    }
+      [[fallthrough]];
     case LinkType::kRaw:
     case LinkType::kIpv4:
     case LinkType::kIpv6:

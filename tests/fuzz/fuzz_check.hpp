@@ -19,7 +19,8 @@
 namespace spand::fuzz {
 
 inline constexpr LinkType kLinks[] = {LinkType::kEthernet,  LinkType::kRaw,  LinkType::kLinuxSll,
-                                      LinkType::kLinuxSll2, LinkType::kIpv4, LinkType::kIpv6};
+                                      LinkType::kLinuxSll2, LinkType::kIpv4, LinkType::kIpv6,
+                                      LinkType::kNull,      LinkType::kLoop};
 inline constexpr size_t kLinkCount = sizeof kLinks / sizeof kLinks[0];
 
 }  // namespace spand::fuzz

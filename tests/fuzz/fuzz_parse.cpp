@@ -1,5 +1,5 @@
 // libFuzzer target: the frame decoder (gateway/dataplane/parse.cpp) on one frame.
-// Input: byte 0 picks the link type (kLinks[b % 6]) and whether the wire length exceeds the
+// Input: byte 0 picks the link type (kLinks[b % 8]) and whether the wire length exceeds the
 // capture (b & 0x80: a snap-length cut of up to 4095 bytes, the length in byte 1); the rest is
 // the frame, in a buffer of exactly its size (ASan sees any read past caplen).
 // Properties: a decoded segment is IPv4 (with IPv4 addresses) or IPv6, at most 4 SACK blocks,

@@ -3,13 +3,13 @@
 // policy, eviction and timeouts are reached.
 // Input: byte 0 chooses the mode (bit 0: a live source, handle_frame() and advance_time() after
 // every frame; else a replay); then records of [ctl][len][len bytes of frame]: ctl bits 0-2 pick
-// the link type (7: Ethernet with the time step taken backwards, as captures with reordered
-// timestamps have them), bits 3-7 a time step (0: same time, k: 2^(k+9) ns, 1 us to 18 minutes).
-// Properties: every frame is tracked or dropped with a reason, once; every flow is closed or
-// evicted by the end; W_c samples are at least one segment; no RTT sample is longer than the
-// input's time span (a timestamp going backwards must not wrap); and a replay gives the same
-// counters and samples frame by frame (handle_frame) as in bursts (stage_frame, the sources'
-// path).
+// the link type (0-6: fuzz_check.hpp's kLinks; 7: Ethernet with the time step taken backwards, as
+// captures with reordered timestamps have them), bits 3-7 a time step (0: same time, k: 2^(k+9) ns,
+// 1 us to 18 minutes). Properties: every frame is tracked or dropped with a reason, once; every
+// flow is closed or evicted by the end; W_c samples are at least one segment; no RTT sample is
+// longer than the input's time span (a timestamp going backwards must not wrap); and a replay gives
+// the same counters and samples frame by frame (handle_frame) as in bursts (stage_frame, the
+// sources' path).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -85,8 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ts_ns = (ctl & 7) == 7 ? ts_ns - step_ns : ts_ns + step_ns;
     min_ns = std::min(min_ns, ts_ns);
     max_ns = std::max(max_ns, ts_ns);
-    frames.push_back({fuzz::kLinks[(ctl & 7) % fuzz::kLinkCount], ts_ns,
-                      std::vector<uint8_t>(data + i + 2, data + i + 2 + len)});
+    const LinkType link = (ctl & 7) == 7 ? LinkType::kEthernet : fuzz::kLinks[ctl & 7];
+    frames.push_back({link, ts_ns, std::vector<uint8_t>(data + i + 2, data + i + 2 + len)});
     i += 2 + len;
   }
   const uint64_t span_ns = max_ns - min_ns;

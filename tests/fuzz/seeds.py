@@ -12,7 +12,7 @@ import struct
 import sys
 
 # The fuzz targets' link type order (fuzz_check.hpp kLinks) by libpcap DLT / LINKTYPE value.
-LINK_INDEX = {1: 0, 101: 1, 12: 1, 14: 1, 113: 2, 276: 3, 228: 4, 229: 5}
+LINK_INDEX = {1: 0, 101: 1, 12: 1, 14: 1, 113: 2, 276: 3, 228: 4, 229: 5, 0: 6}
 
 
 def read_capture(path):

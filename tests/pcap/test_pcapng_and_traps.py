@@ -5,6 +5,7 @@ the captures, not by this project) and the traps listed in pcaps/README.md.
 """
 import json
 import os
+import struct
 import subprocess
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,3 +80,57 @@ def test_filter_keeps_only_matching_connections():
     everything, _ = run('zeek_bro.org.pcap')
     assert 0 < len(flows) <= len(everything)
     assert all(f['server_port'] == 80 or f['client_port'] == 80 for f in flows)
+
+
+def to_bsd_loopback(src, dst, linktype, family_bytes):
+    """Rewrites an Ethernet pcap as LINKTYPE_NULL (0) or LOOP (108): each untagged IPv4 or IPv6
+    frame loses its 14-byte Ethernet header and gains the 4-byte address family in its place;
+    other frames (ARP, tagged ones) are left out. Returns the frames kept."""
+    with open(src, 'rb') as f:
+        data = f.read()
+    magic = data[:4]
+    order = '<' if magic in (b'\xd4\xc3\xb2\xa1', b'\x4d\x3c\xb2\xa1') else '>'
+    header = bytearray(data[:24])
+    struct.pack_into(order + 'I', header, 20, linktype)
+    out = [bytes(header)]
+    kept = 0
+    pos = 24
+    while pos + 16 <= len(data):
+        sec, frac, caplen, wire = struct.unpack_from(order + 'IIII', data, pos)
+        frame = data[pos + 16:pos + 16 + caplen]
+        pos += 16 + caplen
+        if caplen < 14 or frame[12:14] not in (b'\x08\x00', b'\x86\xdd'):
+            continue
+        family = family_bytes[4 if frame[12:14] == b'\x08\x00' else 6]
+        body = family + frame[14:]
+        out.append(struct.pack(order + 'IIII', sec, frac, len(body), wire - 10) + body)
+        kept += 1
+    with open(dst, 'wb') as f:
+        f.write(b''.join(out))
+    return kept
+
+
+def test_bsd_loopback_captures_match_ethernet(tmp_path):
+    # The same packets framed as a macOS (NULL, little-endian, AF_INET6 30), a big-endian
+    # FreeBSD (NULL, 28) or an OpenBSD (LOOP, network order, 24) loopback capture give the
+    # records and samples of the Ethernet original: the link layer carries nothing they use.
+    framings = {
+        'null_le': (0, {4: struct.pack('<I', 2), 6: struct.pack('<I', 30)}),
+        'null_be': (0, {4: struct.pack('>I', 2), 6: struct.pack('>I', 28)}),
+        'loop': (108, {4: struct.pack('>I', 2), 6: struct.pack('>I', 24)}),
+    }
+    for name in ('ndpi_reddit.pcap', 'sv_tls-subjectaltname.pcap'):  # the first has IPv6 too
+        ref = subprocess.run([GATEWAY, '--pcap', os.path.join(PCAPS, name), '--flows-out', '-',
+                              '--samples-out', str(tmp_path / 'ref.samples')],
+                             capture_output=True, text=True, check=True, timeout=120)
+        ref_samples = (tmp_path / 'ref.samples').read_text()
+        assert len(ref.stdout.splitlines()) > 50 and ref_samples
+        for framing, (linktype, families) in framings.items():
+            path = tmp_path / f'{framing}.pcap'
+            assert to_bsd_loopback(os.path.join(PCAPS, name), path, linktype, families) > 1000
+            got = subprocess.run([GATEWAY, '--pcap', str(path), '--flows-out', '-',
+                                  '--samples-out', str(tmp_path / 'got.samples')],
+                                 capture_output=True, text=True, check=False, timeout=120)
+            assert got.returncode == 0, got.stderr
+            assert got.stdout == ref.stdout, (name, framing)
+            assert (tmp_path / 'got.samples').read_text() == ref_samples, (name, framing)

@@ -22,7 +22,8 @@ using test::TcpSeg;
 using test::V6Ext;
 
 constexpr LinkType kLinks[] = {LinkType::kEthernet, LinkType::kLinuxSll, LinkType::kLinuxSll2,
-                               LinkType::kRaw,      LinkType::kIpv4,     LinkType::kIpv6};
+                               LinkType::kRaw,      LinkType::kIpv4,     LinkType::kIpv6,
+                               LinkType::kNull,     LinkType::kLoop};
 constexpr int kRandomFramesPerLink = 100000;
 constexpr int kMutatedFramesPerLink = 100000;
 
@@ -62,6 +63,9 @@ int ip_offset(LinkType link, const uint8_t* b, uint32_t caplen) {
     case LinkType::kLinuxSll2:
       type_at = 0;
       break;
+    case LinkType::kNull:
+    case LinkType::kLoop:
+      return caplen < 4 ? -1 : 4;  // an accepted frame's family said IPv4 or IPv6
     default:
       return 0;
   }

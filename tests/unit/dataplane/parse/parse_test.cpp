@@ -121,6 +121,10 @@ const LinkCase kLinkCases[] = {
     {"raw_v6", LinkType::kRaw, "2001:db8::1", "2001:db8:1::2", 0},
     {"ipv4_link", LinkType::kIpv4, "192.0.2.1", "198.51.100.7", 0},
     {"ipv6_link", LinkType::kIpv6, "2001:db8::1", "2001:db8:1::2", 0},
+    {"null_v4", LinkType::kNull, "192.0.2.1", "198.51.100.7", 4},
+    {"null_v6", LinkType::kNull, "2001:db8::1", "2001:db8:1::2", 4},
+    {"loop_v4", LinkType::kLoop, "192.0.2.1", "198.51.100.7", 4},
+    {"loop_v6", LinkType::kLoop, "2001:db8::1", "2001:db8:1::2", 4},
 };
 
 class LinkTest : public ::testing::TestWithParam<LinkCase> {};
@@ -191,6 +195,51 @@ TEST(Parse, RawLinkUnknownVersion) {
   EXPECT_EQ(parse_exact(LinkType::kRaw, frame, static_cast<uint32_t>(frame.size()),
                         static_cast<uint32_t>(frame.size()), p),
             Drop::kBadIpHeader);
+}
+
+// LINKTYPE_NULL's family is in the capturing host's byte order: a big-endian host's capture
+// (the families of tcpdump's LINKTYPE_NULL list: 2 IPv4; 24, 28, 30 IPv6 by BSD flavour).
+TEST(Parse, NullLinkEitherByteOrderAndEveryIpv6Family) {
+  for (const bool big : {false, true}) {
+    FrameOpts f;
+    f.link = LinkType::kNull;
+    f.null_big_endian = big;
+    TcpSeg s4 = full_seg("10.0.0.1", "10.0.0.2");
+    ParsedPacket p;
+    ASSERT_EQ(parse_wire(s4, f, p), Drop::kNone) << "big-endian " << big;
+    expect_fields(p, s4);
+    for (const int family : {24, 28, 30}) {
+      f.family = family;
+      TcpSeg s6 = full_seg("2001:db8::1", "2001:db8::2");
+      ASSERT_EQ(parse_wire(s6, f, p), Drop::kNone) << "family " << family << " big " << big;
+      expect_fields(p, s6);
+    }
+  }
+}
+
+TEST(Parse, NullLinkOtherFamiliesAndMismatches) {
+  FrameOpts f;
+  ParsedPacket p;
+  for (const LinkType l : {LinkType::kNull, LinkType::kLoop}) {
+    f.link = l;
+    f.family = 7;  // AF_ISO: not IP
+    EXPECT_EQ(parse_wire(full_seg("10.0.0.1", "10.0.0.2"), f, p), Drop::kNotIp);
+    f.family = 10;  // Linux's AF_INET6, which no BSD loopback writes (10 is AF_CCITT there)
+    EXPECT_EQ(parse_wire(full_seg("2001:db8::1", "2001:db8::2"), f, p), Drop::kNotIp);
+    f.family = 2;  // IPv4's family in front of an IPv6 packet: the version nibble disagrees
+    EXPECT_EQ(parse_wire(full_seg("2001:db8::1", "2001:db8::2"), f, p), Drop::kBadIpHeader);
+    f.family = 30;
+    EXPECT_EQ(parse_wire(full_seg("10.0.0.1", "10.0.0.2"), f, p), Drop::kBadIpHeader);
+    // The capture ends inside the 4-byte header.
+    f.family = -1;
+    const std::vector<uint8_t> frame = build_frame(full_seg("10.0.0.1", "10.0.0.2"), f);
+    for (uint32_t cut = 0; cut < 4; ++cut) {
+      EXPECT_EQ(parse_exact(l, frame, cut, static_cast<uint32_t>(frame.size()), p),
+                Drop::kTruncatedL2)
+          << cut;
+    }
+    EXPECT_EQ(parse_exact(l, frame, 4, static_cast<uint32_t>(frame.size()), p), Drop::kTruncatedIp);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -976,7 +1025,7 @@ INSTANTIATE_TEST_SUITE_P(Parse, EtherTypeTest, ::testing::ValuesIn(kEtherTypeCas
 TEST(Parse, EmptyAndNullInput) {
   ParsedPacket p;
   for (LinkType l : {LinkType::kEthernet, LinkType::kLinuxSll, LinkType::kLinuxSll2, LinkType::kRaw,
-                     LinkType::kIpv4, LinkType::kIpv6}) {
+                     LinkType::kIpv4, LinkType::kIpv6, LinkType::kNull, LinkType::kLoop}) {
     const Drop d = parse_frame(l, nullptr, 0, 0, 0, p);
     EXPECT_TRUE(d == Drop::kTruncatedL2 || d == Drop::kTruncatedIp) << drop_name(d);
   }
