@@ -3,12 +3,15 @@
 #include <pcap/pcap.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "capture/collector.hpp"
@@ -218,6 +221,36 @@ SourceStatus replay_two_threads(ReadLoop& loop, Worker& worker, Collector& out,
   return status;
 }
 
+// libpcap reads no compressed capture: a file that starts as one gets a hint after libpcap's
+// message (stdin cannot be peeked at once libpcap has read it).
+std::string compressed_hint(const std::string& path) {
+  if (path == "-") return "";
+  unsigned char magic[6] = {};
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return "";
+  const size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  struct Format {
+    const char* name;
+    const char* tool;
+    std::initializer_list<unsigned char> magic;
+  };
+  static const Format kFormats[] = {
+      {"gzip", "zcat", {0x1f, 0x8b}},
+      {"zstd", "zstdcat", {0x28, 0xb5, 0x2f, 0xfd}},
+      {"xz", "xzcat", {0xfd, '7', 'z', 'X', 'Z', 0x00}},
+      {"bzip2", "bzcat", {'B', 'Z', 'h'}},
+      {"lz4", "lz4cat", {0x04, 0x22, 0x4d, 0x18}},
+  };
+  for (const Format& fmt : kFormats) {
+    if (n >= fmt.magic.size() && std::equal(fmt.magic.begin(), fmt.magic.end(), magic)) {
+      return std::string(" (the file is ") + fmt.name + "-compressed: " + fmt.tool + " " + path +
+             " | spand-gateway --pcap -)";
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts, Collector& out,
@@ -226,10 +259,11 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   pcap_t* pc =
       pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
   if (!pc) {
-    error = path + ": " + errbuf;
+    error = (path == "-" ? std::string("standard input") : path) + ": " + errbuf +
+            compressed_hint(path);
     return SourceStatus::kBadInput;
   }
-  return read_pcap(pc, path, opts, out, error, stderr);
+  return read_pcap(pc, path == "-" ? "standard input" : path, opts, out, error, stderr);
 }
 
 SourceStatus read_pcap(pcap_t* pc, const std::string& path, const SourceOptions& opts,

@@ -128,8 +128,12 @@ int main(int argc, char** argv) {
   std::vector<std::string> eal_from_options;
   unsigned v4_len = 24, v6_len = 48;
 
-  app.add_option("--pcap", pcap_path, "Read this pcap or pcapng file with libpcap (no EAL)")
-      ->check(CLI::ExistingFile);
+  app.add_option("--pcap", pcap_path,
+                 "Read this pcap or pcapng file with libpcap (no EAL); '-' reads standard input "
+                 "(zcat F.pcap.gz | spand-gateway --pcap -)")
+      ->check(CLI::Validator(
+          [](std::string& path) { return path == "-" ? std::string() : CLI::ExistingFile(path); },
+          "FILE"));
   app.add_option("--interface,-i", src.live.interface,
                  "Read this live interface with libpcap (TPACKET_V3, per-packet ns timestamps)");
   app.add_option("--buffer-mb", src.live.buffer_mb, "Live: kernel ring size in MiB")

@@ -108,3 +108,36 @@ def test_unsupported_link_type(tmp_path):
     p = run('--pcap', str(f))
     assert p.returncode == 2
     assert 'unsupported link type 105' in p.stderr
+
+
+def test_standard_input_is_the_file():
+    # '-' reads the capture from standard input (a pipe: zcat, tcpdump -w -): the same records
+    # and samples as the file itself, with one tracking thread or two.
+    ref = run('--pcap', GOOD, '--flows-out', '-')
+    assert ref.returncode == 0 and ref.stdout.count('\n') == 13  # MANIFEST.tsv: 13 connections
+    for workers in ('1', '2'):
+        with open(GOOD, 'rb') as f:
+            p = subprocess.run([GATEWAY, '--pcap', '-', '--flows-out', '-', '--workers', workers],
+                               stdin=f, capture_output=True, text=True, timeout=60, check=False)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == ref.stdout
+    p = subprocess.run([GATEWAY, '--pcap', '-'], input='not a capture\n', capture_output=True,
+                       text=True, timeout=60, check=False)
+    assert p.returncode == 2
+    assert 'standard input' in p.stderr
+
+
+def test_compressed_file_gets_a_hint(tmp_path):
+    # libpcap reads no compressed file; the message says what it is and how to feed it in.
+    import gzip
+    import lzma
+    data = open(GOOD, 'rb').read()
+    for name, packed, tool in (('c.pcap.gz', gzip.compress(data), 'zcat'),
+                               ('c.pcap.xz', lzma.compress(data), 'xzcat')):
+        f = tmp_path / name
+        f.write_bytes(packed)
+        p = run('--pcap', str(f))
+        assert p.returncode == 2
+        assert f'{tool} {f} | spand-gateway --pcap -' in p.stderr, p.stderr
+    p = run('--pcap', os.path.join(PCAPS, 'MANIFEST.tsv'))  # not compressed: no hint
+    assert p.returncode == 2 and 'compressed' not in p.stderr
