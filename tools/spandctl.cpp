@@ -15,6 +15,7 @@
 
 #include "client_channel.hpp"
 #include "exit_status.hpp"
+#include "net/ip_prefix.hpp"
 #include "spand/v1/estimates.grpc.pb.h"
 #include "spand_version.hpp"
 #include "spandctl_cwnd.h"
@@ -80,6 +81,15 @@ struct Globals {
 int usage_error(const std::string& msg) {
   std::cerr << "spandctl: " << msg << "\n(see spandctl --help)\n";
   return kExitUsage;
+}
+
+// An address or prefix argument's syntax, checked before any call so a typo is a usage error
+// (exit 2) without a server; the server applies its own rules on top (its prefix lengths).
+bool valid_target(const std::string& cmd, const std::string& text, int& rc) {
+  spand::net::IpText t;
+  if (spand::net::parse_ip_text(text, t) == spand::net::IpTextError::kNone) return true;
+  rc = usage_error(cmd + ": '" + text + "' is not an IPv4 or IPv6 address or CIDR prefix");
+  return false;
 }
 
 bool parse_u64(const char* text, uint64_t& out) {
@@ -235,6 +245,7 @@ int cmd_get(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) 
     } else if (a.starts_with("-")) {
       return usage_error("get: unknown option '" + a + "'");
     } else {
+      if (int rc = 0; !valid_target("get", a, rc)) return rc;
       addresses.push_back(a);
     }
   }
@@ -308,6 +319,7 @@ int cmd_watch(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv
     } else if (a.starts_with("-")) {
       return usage_error("watch: unknown option '" + a + "'");
     } else {
+      if (int rc = 0; !valid_target("watch", a, rc)) return rc;
       req.add_prefixes(a);
     }
   }

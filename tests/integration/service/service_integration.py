@@ -442,10 +442,16 @@ def run(tmp):
             check(j.get("flows") == (f["flows"] if f else None) and
                   j.get("loss_events_timeout") == (f["timeout"] if f else None),
                   f"spandctl get {j['prefix']}: loss figures {j}")
+    # A /16 is valid syntax but wider than the store's /24: the server refuses it, and
+    # docs/exit-status.md makes an error status from the server a runtime failure, 3.
+    out = subprocess.run([SPANDCTL, "--server", f"127.0.0.1:{gport}", "get", "1.2.0.0/16"],
+                         capture_output=True, text=True, timeout=30)
+    check(out.returncode == 3 and "INVALID_ARGUMENT" in out.stderr,
+          f"spandctl prefix wider than the store's: rc {out.returncode} {out.stderr}")
+    # Bad syntax is the user's input: refused before any call, 2.
     out = subprocess.run([SPANDCTL, "--server", f"127.0.0.1:{gport}", "get", "1.2.3.4/33"],
                          capture_output=True, text=True, timeout=30)
-    # docs/exit-status.md: an error status from the server is a runtime failure, 3.
-    check(out.returncode == 3 and "INVALID_ARGUMENT" in out.stderr,
+    check(out.returncode == 2 and "not an IPv4 or IPv6 address" in out.stderr,
           f"spandctl bad address: rc {out.returncode} {out.stderr}")
 
     # --- Report enters the same window; Watch sees the update -------------------------------------

@@ -248,6 +248,19 @@ def test_spandctl_without_a_server_is_a_runtime_error():
     assert "UNAVAILABLE" in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("args", [["get", "198.51.100.7", "not-an-address"],
+                                  ["get", "1.2.3.4/33"], ["get", "2001:db8::/129"],
+                                  ["watch", "198.51.100.0/24x"]])
+def test_spandctl_bad_address_is_a_usage_error_without_a_server(args):
+    # The text is wrong whatever a server would say: 2, before any call (nothing listens on the
+    # port; a call would have been 3, UNAVAILABLE, as the test above shows).
+    r = run(binary("spandctl"), "--server", "127.0.0.1:%d" % free_port(), "--timeout-ms", "3000",
+            *args)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "is not an IPv4 or IPv6 address or CIDR prefix" in r.stderr, r.stderr
+    assert "UNAVAILABLE" not in r.stderr
+
+
 @pytest.mark.parametrize("option", ["--metrics-listen", "--grpc-listen"])
 def test_daemons_exit_3_when_their_port_is_in_use(option, busy_port):
     """A port another process holds is a runtime failure (3): a unit restarts on it, unlike a
