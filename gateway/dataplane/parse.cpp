@@ -298,22 +298,30 @@ inline Drop parse_by_ethertype(const uint8_t* data, uint32_t caplen, uint32_t wi
 
 // LINKTYPE_NULL and LOOP: the 4-byte address family, then the IP packet. A NULL header is in the
 // byte order of the host that captured, which the file does not say: the families are below 256,
-// so a value with its high half set was written by a host of the other order.
-inline Drop parse_by_family(const uint8_t* data, uint32_t caplen, uint32_t wire_len,
-                            bool network_order, ParsedPacket& out) {
+// so a value with its high half set was written by a host of the other order. Checks the header
+// and that the family agrees with the packet's version nibble; the packet itself is then decoded
+// as raw IP (parse_frame() shares that call, so the common frame's code is laid out as before).
+inline Drop check_loopback_header(const uint8_t* data, uint32_t caplen, bool network_order) {
   if (caplen < kNullHeaderBytes) return Drop::kTruncatedL2;
   uint32_t family = network_order ? rd32(data) : rd32le(data);
   if (!network_order && (family & 0xffff0000u) != 0) family = rd32(data);
+  uint8_t version = 0;
   switch (family) {
     case kBsdAfInet:
-      return parse_ipv4(data, caplen, wire_len, kNullHeaderBytes, out);
+      version = 4;
+      break;
     case kBsdAfInet6Bsd:
     case kBsdAfInet6FreeBsd:
     case kBsdAfInet6Darwin:
-      return parse_ipv6(data, caplen, wire_len, kNullHeaderBytes, out);
+      version = 6;
+      break;
     default:
       return Drop::kNotIp;
   }
+  if (caplen > kNullHeaderBytes && (data[kNullHeaderBytes] >> 4) != version) {
+    return Drop::kBadIpHeader;
+  }
+  return Drop::kNone;
 }
 
 // The common frame: Ethernet, then IPv4 without options, then TCP. The caller has checked that
@@ -371,6 +379,7 @@ Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t w
       parse_eth_ipv4_tcp(data, caplen, wire_len, out)) {
     return Drop::kNone;
   }
+  uint32_t raw_ip_at = 0;  // where a raw IP packet starts: after a loopback header, or at 0
   switch (link) {
     case LinkType::kEthernet:
       if (caplen < kEthHeaderBytes) return Drop::kTruncatedL2;
@@ -383,12 +392,15 @@ Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t w
       if (caplen < kSll2HeaderBytes) return Drop::kTruncatedL2;
       return parse_by_ethertype(data, caplen, wire_len, kSll2HeaderBytes,
                                 rd16(data + kSll2ProtocolOffset), out);
-    case LinkType::kRaw:
-      return parse_by_version(data, caplen, wire_len, 0, out);
     case LinkType::kNull:
-      return parse_by_family(data, caplen, wire_len, false, out);
-    case LinkType::kLoop:
-      return parse_by_family(data, caplen, wire_len, true, out);
+    case LinkType::kLoop: {
+      const Drop d = check_loopback_header(data, caplen, link == LinkType::kLoop);
+      if (d != Drop::kNone) return d;
+      raw_ip_at = kNullHeaderBytes;
+      [[fallthrough]];
+    }
+    case LinkType::kRaw:
+      return parse_by_version(data, caplen, wire_len, raw_ip_at, out);
     case LinkType::kIpv4:
       return parse_ipv4(data, caplen, wire_len, 0, out);
     case LinkType::kIpv6:
