@@ -20,6 +20,7 @@
 #include "control/cli_checks.hpp"
 #include "control/config_file.hpp"
 #include "control/control_plane.hpp"
+#include "dataplane/parse.hpp"
 #include "exit_status.hpp"
 #include "spand_version.hpp"
 #ifdef SPAND_HAVE_DPDK
@@ -200,6 +201,15 @@ int main(int argc, char** argv) {
                "by flow alike on every port (e.g. net_pcap's rx_pcap files of one capture split "
                "by connection): queue q goes to worker lcore q mod workers, as with RSS. "
                "Default: the first worker polls them all");
+  std::vector<std::string> decap_names;
+  app.add_option("--decap", decap_names,
+                 "Open these tunnels and track the TCP inside (mirrored traffic sent to the "
+                 "gateway encapsulated, a remote span): vxlan (UDP 4789: AWS and Azure traffic "
+                 "mirroring), geneve (UDP 6081), erspan (GRE, types I-III: Cisco, Arista, Linux "
+                 "remote span), gre (Ethernet, IPv4 or IPv6 in GRE), all; comma separated or "
+                 "repeated. Default: none (a tunnel is counted as not TCP)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"vxlan", "geneve", "erspan", "gre", "all"}));
   std::string hash_seed;
   app.add_option("--hash-seed", hash_seed,
                  "Seed of the flow table's keyed hash (decimal or 0x hex). Default: fixed for "
@@ -309,6 +319,13 @@ int main(int argc, char** argv) {
                          " networks");
     }
     t.inside[t.inside_count++] = p;
+  }
+  for (const std::string& name : decap_names) {
+    src.worker.decap |= name == "vxlan"    ? kDecapVxlan
+                        : name == "geneve" ? kDecapGeneve
+                        : name == "erspan" ? kDecapErspan
+                        : name == "gre"    ? kDecapGre
+                                           : kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre;
   }
   if (!hash_seed.empty()) {
     char* end = nullptr;

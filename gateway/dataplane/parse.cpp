@@ -358,27 +358,9 @@ inline bool parse_eth_ipv4_tcp(const uint8_t* data, uint32_t caplen, uint32_t wi
   return true;
 }
 
-}  // namespace
-
-Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
-                 uint64_t ts_ns, ParsedPacket& out) {
-  // Only what a successful decode may leave unwritten is reset (tags, options); every other field
-  // is written on the way to Drop::kNone. Resetting the whole struct cost ~40% of the call.
-  // After a drop, `out` holds no meaningful values.
-  out.vlan_outer = 0;
-  out.vlan_inner = 0;
-  out.opt = TcpOptions{};
-  // A record claiming fewer bytes on the wire than it captured is malformed; the captured bytes
-  // did exist, so trust them. From here on caplen <= wire_len, which the IP checks rely on.
-  if (wire_len < caplen) wire_len = caplen;
-  out.ts_ns = ts_ns;
-  out.wire_len = wire_len;
-  if (data == nullptr) caplen = 0;
-  if (link == LinkType::kEthernet &&
-      caplen >= kEthHeaderBytes + kIpv4MinHeaderBytes + kTcpMinHeaderBytes &&
-      parse_eth_ipv4_tcp(data, caplen, wire_len, out)) {
-    return Drop::kNone;
-  }
+// Every link type the decoder reads, after the common frame's fast path (parse_frame()).
+inline Drop parse_link(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                       ParsedPacket& out) {
   uint32_t raw_ip_at = 0;  // where a raw IP packet starts: after a loopback header, or at 0
   switch (link) {
     case LinkType::kEthernet:
@@ -407,6 +389,160 @@ Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t w
       return parse_ipv6(data, caplen, wire_len, 0, out);
   }
   return Drop::kUnsupportedLink;
+}
+
+constexpr uint8_t kProtoUdp = 17;
+constexpr uint8_t kProtoGre = 47;
+constexpr uint32_t kUdpHeaderBytes = 8;
+constexpr uint16_t kVxlanPort = 4789;
+constexpr uint16_t kGenevePort = 6081;
+constexpr uint32_t kVxlanHeaderBytes = 8;
+constexpr uint32_t kGeneveHeaderBytes = 8;
+constexpr uint16_t kEtherTransparentBridging = 0x6558;  // Ethernet inside GRE or Geneve
+constexpr uint16_t kEtherErspan2 = 0x88be;              // ERSPAN type I (no sequence) and II
+constexpr uint16_t kEtherErspan3 = 0x22eb;
+constexpr uint32_t kErspan2HeaderBytes = 8;
+constexpr uint32_t kErspan3HeaderBytes = 12;
+constexpr uint32_t kErspan3SubheaderBytes = 8;  // present when the O flag is set
+constexpr uint16_t kGreChecksum = 0x8000;
+constexpr uint16_t kGreRouting = 0x4000;
+constexpr uint16_t kGreKey = 0x2000;
+constexpr uint16_t kGreSequence = 0x1000;
+
+}  // namespace
+
+// The outer frame was IP carrying something other than TCP: if it is a tunnel `decap` asks for,
+// where the frame inside starts and its link type. Out of line and cold, with its own short walk
+// over the link header: no common frame comes here, and the decoder's inline code keeps the call
+// sites it has without tunnels (a second call site of an inline decoder changed what the
+// optimizer inlined and cost the worker 12-15 %, docs/results/dataplane_bench.md).
+[[gnu::noinline, gnu::cold]] static bool tunnel_payload(LinkType link, const uint8_t* data,
+                                                        uint32_t caplen, uint8_t decap,
+                                                        uint32_t& inner, LinkType& inner_link) {
+  // Where the outer IP header is: after the link header and its VLAN tags.
+  uint32_t off = 0;
+  switch (link) {
+    case LinkType::kEthernet:
+    case LinkType::kLinuxSll:
+    case LinkType::kLinuxSll2: {
+      const uint32_t type_at = link == LinkType::kEthernet   ? 12
+                               : link == LinkType::kLinuxSll ? kSllProtocolOffset
+                                                             : kSll2ProtocolOffset;
+      off = link == LinkType::kEthernet   ? kEthHeaderBytes
+            : link == LinkType::kLinuxSll ? kSllHeaderBytes
+                                          : kSll2HeaderBytes;
+      if (caplen < off) return false;
+      uint16_t ethertype = rd16(data + type_at);
+      for (int tags = 0; is_vlan_tpid(ethertype); ++tags) {
+        if (tags == 4 || caplen - off < kVlanTagBytes) return false;
+        ethertype = rd16(data + off + 2);
+        off += kVlanTagBytes;
+      }
+      if (ethertype != kEtherIpv4 && ethertype != kEtherIpv6) return false;
+      break;
+    }
+    case LinkType::kNull:
+    case LinkType::kLoop:
+      off = kNullHeaderBytes;
+      break;
+    case LinkType::kRaw:
+    case LinkType::kIpv4:
+    case LinkType::kIpv6:
+      break;
+  }
+  // The outer IP header (no IPv6 extension headers before the tunnel) and what follows it.
+  if (caplen <= off) return false;
+  const uint8_t* ip = data + off;
+  uint8_t proto = 0;
+  uint32_t l4 = 0;
+  if ((ip[0] >> 4) == 4 && caplen - off >= kIpv4MinHeaderBytes) {
+    proto = ip[9];
+    l4 = off + static_cast<uint32_t>(ip[0] & 0x0f) * 4;
+  } else if ((ip[0] >> 4) == 6 && caplen - off >= kIpv6HeaderBytes) {
+    proto = ip[6];
+    l4 = off + kIpv6HeaderBytes;
+  } else {
+    return false;
+  }
+  if (l4 >= caplen) return false;
+  const uint8_t* h = data + l4;
+  const uint32_t room = caplen - l4;
+  inner_link = LinkType::kEthernet;
+  if (proto == kProtoUdp && room >= kUdpHeaderBytes) {
+    const uint16_t dport = rd16(h + 2);
+    if ((decap & kDecapVxlan) && dport == kVxlanPort &&
+        room >= kUdpHeaderBytes + kVxlanHeaderBytes && (h[kUdpHeaderBytes] & 0x08)) {
+      inner = l4 + kUdpHeaderBytes + kVxlanHeaderBytes;  // the I flag: a valid VNI follows
+    } else if ((decap & kDecapGeneve) && dport == kGenevePort &&
+               room >= kUdpHeaderBytes + kGeneveHeaderBytes && (h[kUdpHeaderBytes] >> 6) == 0) {
+      const uint8_t* g = h + kUdpHeaderBytes;
+      const uint16_t type = rd16(g + 2);
+      inner = l4 + kUdpHeaderBytes + kGeneveHeaderBytes + static_cast<uint32_t>(g[0] & 0x3f) * 4;
+      if (type == kEtherIpv4 || type == kEtherIpv6) {
+        inner_link = LinkType::kRaw;
+      } else if (type != kEtherTransparentBridging) {
+        return false;
+      }
+    } else {
+      return false;
+    }
+  } else if (proto == kProtoGre && room >= 4 && (decap & (kDecapErspan | kDecapGre))) {
+    const uint16_t flags = rd16(h);
+    const uint16_t type = rd16(h + 2);
+    if ((flags & 0x0007) != 0 || (flags & kGreRouting) != 0) return false;  // version 0
+    inner = l4 + 4 + ((flags & kGreChecksum) ? 4 : 0) + ((flags & kGreKey) ? 4 : 0) +
+            ((flags & kGreSequence) ? 4 : 0);
+    if (type == kEtherErspan2 && (decap & kDecapErspan)) {
+      // Type II has the sequence number and an 8-byte header; type I has neither.
+      if (flags & kGreSequence) inner += kErspan2HeaderBytes;
+    } else if (type == kEtherErspan3 && (decap & kDecapErspan)) {
+      if (caplen < inner + kErspan3HeaderBytes) return false;
+      const bool subheader = (data[inner + kErspan3HeaderBytes - 1] & 0x01) != 0;  // the O flag
+      inner += kErspan3HeaderBytes + (subheader ? kErspan3SubheaderBytes : 0);
+    } else if (type == kEtherTransparentBridging && (decap & kDecapGre)) {
+    } else if ((type == kEtherIpv4 || type == kEtherIpv6) && (decap & kDecapGre)) {
+      inner_link = LinkType::kRaw;
+    } else {
+      return false;
+    }
+  } else {
+    return false;
+  }
+  return inner < caplen;
+}
+
+Drop parse_frame(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
+                 uint64_t ts_ns, ParsedPacket& out, uint8_t decap) {
+  // A second pass decodes the frame inside a tunnel (at most one: `decap` is then 0).
+  for (;;) {
+    // Only what a successful decode may leave unwritten is reset (tags, options); every other field
+    // is written on the way to Drop::kNone. Resetting the whole struct cost ~40% of the call.
+    // After a drop, `out` holds no meaningful values.
+    out.vlan_outer = 0;
+    out.vlan_inner = 0;
+    out.opt = TcpOptions{};
+    // A record claiming fewer bytes on the wire than it captured is malformed; the captured bytes
+    // did exist, so trust them. From here on caplen <= wire_len, which the IP checks rely on.
+    if (wire_len < caplen) wire_len = caplen;
+    out.ts_ns = ts_ns;
+    out.wire_len = wire_len;
+    if (data == nullptr) caplen = 0;
+    if (link == LinkType::kEthernet &&
+        caplen >= kEthHeaderBytes + kIpv4MinHeaderBytes + kTcpMinHeaderBytes &&
+        parse_eth_ipv4_tcp(data, caplen, wire_len, out)) {
+      return Drop::kNone;
+    }
+    const Drop d = parse_link(link, data, caplen, wire_len, out);
+    if (d != Drop::kNotTcp || decap == 0) [[likely]] {
+      return d;
+    }
+    uint32_t inner = 0;
+    if (!tunnel_payload(link, data, caplen, decap, inner, link)) return d;
+    data += inner;
+    caplen -= inner;
+    wire_len -= inner;
+    decap = 0;
+  }
 }
 
 const char* drop_name(Drop d) {

@@ -64,7 +64,7 @@ void Worker::handle_frame(LinkType link, const uint8_t* data, uint32_t caplen, u
                           uint64_t ts_ns) {
   ++counters_.frames;
   counters_.bytes += wire_len;
-  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, scratch_);
+  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, scratch_, cfg_.decap);
   if (d != Drop::kNone) {
     ++counters_.drops[static_cast<size_t>(d)];
     return;
@@ -106,7 +106,7 @@ void Worker::stage_frame(LinkType link, const uint8_t* data, uint32_t caplen, ui
   Staged& st = staged_[staged_count_];
   ++counters_.frames;
   counters_.bytes += wire_len;
-  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, st.pkt);
+  const Drop d = parse_frame(link, data, caplen, wire_len, ts_ns, st.pkt, cfg_.decap);
   if (d != Drop::kNone) {
     ++counters_.drops[static_cast<size_t>(d)];
     return;
@@ -135,7 +135,7 @@ void Worker::flush_staged() {
 void Worker::prepare(LinkType link, const uint8_t* data, uint32_t caplen, uint32_t wire_len,
                      uint64_t ts_ns, Prepared& out) const {
   out.wire_len = wire_len;
-  out.drop = parse_frame(link, data, caplen, wire_len, ts_ns, out.pkt);
+  out.drop = parse_frame(link, data, caplen, wire_len, ts_ns, out.pkt, cfg_.decap);
   if (out.drop != Drop::kNone) return;
   out.key = make_parsed_key(out.pkt, hash_secret_, out.src_is_lo, out.hash);
 }

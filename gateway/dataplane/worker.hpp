@@ -31,6 +31,8 @@ struct WorkerConfig {
   // Seed of the flow table's keyed hash (FlowHashSecret): fixed for replays (deterministic
   // output), random per process for live sources (spand-gateway --hash-seed).
   uint64_t hash_seed = kReplayHashSeed;
+  // Tunnels opened to reach the TCP inside (DecapFlag bits, parse.hpp; spand-gateway --decap).
+  uint8_t decap = 0;
   TrackerConfig tracker;
 };
 

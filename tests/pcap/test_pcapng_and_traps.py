@@ -134,3 +134,60 @@ def test_bsd_loopback_captures_match_ethernet(tmp_path):
             assert got.returncode == 0, got.stderr
             assert got.stdout == ref.stdout, (name, framing)
             assert (tmp_path / 'got.samples').read_text() == ref_samples, (name, framing)
+
+
+def encapsulated(src, dst, kind):
+    """Rewrites an Ethernet pcap as a remote span delivers it: each frame inside outer Ethernet,
+    IPv4 and either UDP + VXLAN (RFC 7348, port 4789) or GRE + ERSPAN type II (sequence number,
+    8-byte ERSPAN header), as AWS traffic mirroring and a switch's ERSPAN session send it."""
+    with open(src, 'rb') as f:
+        data = f.read()
+    order = '<' if data[:4] in (b'\xd4\xc3\xb2\xa1', b'\x4d\x3c\xb2\xa1') else '>'
+    header = bytearray(data[:24])
+    struct.pack_into(order + 'I', header, 16, 65535)  # snap length: room for the outer headers
+    out = [bytes(header)]
+    pos, seq = 24, 0
+    while pos + 16 <= len(data):
+        sec, frac, caplen, wire = struct.unpack_from(order + 'IIII', data, pos)
+        frame = data[pos + 16:pos + 16 + caplen]
+        pos += 16 + caplen
+        seq += 1
+        if kind == 'vxlan':
+            tunnel = struct.pack('>HHHH', 40000 + seq % 1000, 4789, 8 + 8 + wire, 0)
+            tunnel += struct.pack('>BBHI', 0x08, 0, 0, 0x123 << 8)
+            proto = 17
+        else:
+            tunnel = struct.pack('>HHI', 0x1000, 0x88be, seq)
+            tunnel += struct.pack('>HHI', 0x1000 | 100, 5, 0)  # version 1, VLAN 100, session 5
+            proto = 47
+        ip = struct.pack('>BBHHHBBH4s4s', 0x45, 0, 20 + len(tunnel) + wire, seq & 0xffff, 0x4000,
+                         64, proto, 0, bytes([10, 9, 9, 1]), bytes([10, 9, 9, 2]))
+        outer = bytes.fromhex('020000000a0a' '020000000a0b' '0800') + ip + tunnel
+        out.append(struct.pack(order + 'IIII', sec, frac, len(outer) + caplen, len(outer) + wire)
+                   + outer + frame)
+    with open(dst, 'wb') as f:
+        f.write(b''.join(out))
+
+
+def test_remote_span_tunnels_match_the_original(tmp_path):
+    # The same packets delivered in VXLAN or ERSPAN give, with --decap, the records and samples
+    # of the capture itself; without it the tunnels are counted and nothing is tracked.
+    for name in ('ndpi_reddit.pcap', 'tcptrace_dsack.dmp'):  # IPv6 and IPv4; the second cut at 200 B
+        ref = subprocess.run([GATEWAY, '--pcap', os.path.join(PCAPS, name), '--flows-out', '-',
+                              '--samples-out', str(tmp_path / 'ref.samples')],
+                             capture_output=True, text=True, check=True, timeout=120)
+        ref_samples = (tmp_path / 'ref.samples').read_text()
+        assert ref.stdout and ref_samples
+        for kind in ('vxlan', 'erspan'):
+            path = tmp_path / f'{kind}.pcap'
+            encapsulated(os.path.join(PCAPS, name), path, kind)
+            got = subprocess.run([GATEWAY, '--pcap', str(path), '--decap', kind, '--flows-out',
+                                  '-', '--samples-out', str(tmp_path / 'got.samples')],
+                                 capture_output=True, text=True, check=False, timeout=120)
+            assert got.returncode == 0, got.stderr
+            assert got.stdout == ref.stdout, (name, kind)
+            assert (tmp_path / 'got.samples').read_text() == ref_samples, (name, kind)
+            plain = subprocess.run([GATEWAY, '--pcap', str(path), '--flows-out', '-'],
+                                   capture_output=True, text=True, check=False, timeout=120)
+            assert plain.returncode == 0 and plain.stdout == ''
+            assert '0 TCP packets tracked' in plain.stderr and 'not_tcp' in plain.stderr

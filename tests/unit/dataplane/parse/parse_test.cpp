@@ -243,6 +243,203 @@ TEST(Parse, NullLinkOtherFamiliesAndMismatches) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Tunnels (--decap). The outer headers are written here byte by byte from the RFCs and the
+// ERSPAN draft; the inner frame is the builder's.
+
+enum class Tunnel {
+  kVxlan,
+  kGeneve,
+  kGeneveIp,
+  kErspan1,
+  kErspan2,
+  kErspan3,
+  kErspan3Sub,
+  kGreEth,
+  kGreIp
+};
+
+void put16(std::vector<uint8_t>& v, uint16_t x) {
+  v.push_back(static_cast<uint8_t>(x >> 8));
+  v.push_back(static_cast<uint8_t>(x));
+}
+
+// Outer Ethernet, IPv4 (or IPv6) and the tunnel's headers around `inner` (an Ethernet frame; an
+// IP packet for kGeneveIp and kGreIp).
+std::vector<uint8_t> encapsulate(Tunnel t, const std::vector<uint8_t>& inner,
+                                 bool outer_v6 = false) {
+  std::vector<uint8_t> tun;  // from the UDP or GRE header on
+  const bool udp = t == Tunnel::kVxlan || t == Tunnel::kGeneve || t == Tunnel::kGeneveIp;
+  if (t == Tunnel::kVxlan) {
+    tun = {0x12, 0x34, 0x12, 0xb5, 0, 0, 0, 0};  // source port, port 4789; length, checksum below
+    tun.insert(tun.end(), {0x08, 0, 0, 0, 0x00, 0x01, 0x23, 0x00});  // I flag, VNI 0x123
+  } else if (t == Tunnel::kGeneve || t == Tunnel::kGeneveIp) {
+    tun = {0x12, 0x34, 0x17, 0xc1, 0, 0, 0, 0};  // port 6081
+    tun.push_back(0x02);                         // version 0, 2 words of options
+    tun.push_back(0);
+    put16(tun, t == Tunnel::kGeneve ? 0x6558 : 0x0800);
+    tun.insert(tun.end(), {0, 0, 0x77, 0});                       // VNI
+    tun.insert(tun.end(), {0x01, 0x02, 0x80, 0x01, 1, 2, 3, 4});  // one option of 4 bytes
+  } else {
+    uint16_t flags = 0, type = 0x88be;
+    std::vector<uint8_t> after;  // what follows the GRE header's first word
+    switch (t) {
+      case Tunnel::kErspan1:
+        break;
+      case Tunnel::kErspan2:
+        flags = 0x1000;        // sequence number present
+        after = {0, 0, 0, 9};  // sequence
+        after.insert(after.end(),
+                     {0x10, 0x64, 0, 0x05, 0, 0, 0, 0});  // version 1, VLAN 100, session 5
+        break;
+      case Tunnel::kErspan3:
+      case Tunnel::kErspan3Sub:
+        flags = 0x1000;
+        type = 0x22eb;
+        after = {0, 0, 0, 9};
+        after.insert(after.end(), {0x20, 0x64, 0, 0x05, 1, 2, 3, 4, 0, 0, 0,
+                                   static_cast<uint8_t>(t == Tunnel::kErspan3Sub ? 1 : 0)});
+        if (t == Tunnel::kErspan3Sub) after.insert(after.end(), {9, 9, 9, 9, 9, 9, 9, 9});
+        break;
+      case Tunnel::kGreEth:
+        flags = 0x2000 | 0x1000;  // key and sequence
+        type = 0x6558;
+        after = {0, 0, 0, 42, 0, 0, 0, 7};
+        break;
+      default:  // kGreIp, with a checksum word
+        flags = 0x8000;
+        type = 0x0800;
+        after = {0, 0, 0, 0};
+        break;
+    }
+    put16(tun, flags);
+    put16(tun, type);
+    tun.insert(tun.end(), after.begin(), after.end());
+  }
+  tun.insert(tun.end(), inner.begin(), inner.end());
+  if (udp) {
+    tun[4] = static_cast<uint8_t>(tun.size() >> 8);
+    tun[5] = static_cast<uint8_t>(tun.size());
+  }
+  std::vector<uint8_t> frame = {0x02, 0, 0, 0, 0, 0x0a, 0x02, 0, 0, 0, 0, 0x0b};
+  const uint8_t proto = udp ? 17 : 47;
+  if (!outer_v6) {
+    put16(frame, 0x0800);
+    frame.insert(frame.end(), {0x45, 0});
+    put16(frame, static_cast<uint16_t>(20 + tun.size()));
+    frame.insert(frame.end(), {0, 1, 0x40, 0, 64, proto, 0, 0, 10, 9, 9, 1, 10, 9, 9, 2});
+  } else {
+    put16(frame, 0x86dd);
+    frame.insert(frame.end(), {0x60, 0, 0, 0});
+    put16(frame, static_cast<uint16_t>(tun.size()));
+    frame.push_back(proto);
+    frame.push_back(64);
+    for (int i = 0; i < 2; ++i)
+      frame.insert(frame.end(), {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 static_cast<uint8_t>(i + 1)});
+  }
+  frame.insert(frame.end(), tun.begin(), tun.end());
+  return frame;
+}
+
+uint8_t flag_of(Tunnel t) {
+  switch (t) {
+    case Tunnel::kVxlan:
+      return kDecapVxlan;
+    case Tunnel::kGeneve:
+    case Tunnel::kGeneveIp:
+      return kDecapGeneve;
+    case Tunnel::kGreEth:
+    case Tunnel::kGreIp:
+      return kDecapGre;
+    default:
+      return kDecapErspan;
+  }
+}
+
+Drop parse_tunneled(const std::vector<uint8_t>& frame, uint8_t decap, ParsedPacket& p,
+                    uint32_t caplen = UINT32_MAX) {
+  const uint32_t n = std::min<uint32_t>(caplen, static_cast<uint32_t>(frame.size()));
+  std::unique_ptr<uint8_t[]> copy(new uint8_t[n == 0 ? 1 : n]);
+  if (n != 0) std::memcpy(copy.get(), frame.data(), n);
+  return parse_frame(LinkType::kEthernet, copy.get(), n, static_cast<uint32_t>(frame.size()), 7, p,
+                     decap);
+}
+
+TEST(Parse, TunnelsOpenedOnlyWhenAsked) {
+  const Tunnel all[] = {Tunnel::kVxlan,      Tunnel::kGeneve,  Tunnel::kGeneveIp,
+                        Tunnel::kErspan1,    Tunnel::kErspan2, Tunnel::kErspan3,
+                        Tunnel::kErspan3Sub, Tunnel::kGreEth,  Tunnel::kGreIp};
+  for (const bool outer_v6 : {false, true}) {
+    for (const Tunnel t : all) {
+      for (const char* dst : {"198.51.100.7", "2001:db8:1::2"}) {
+        const bool v6 = std::string(dst).find(':') != std::string::npos;
+        TcpSeg s = full_seg(v6 ? "2001:db8::1" : "192.0.2.1", dst);
+        FrameOpts f;
+        const bool ip_inside = t == Tunnel::kGeneveIp || t == Tunnel::kGreIp;
+        if (ip_inside && v6) continue;  // the tunnel's type field says IPv4 (0x0800)
+        f.link = ip_inside ? LinkType::kRaw : LinkType::kEthernet;
+        if (!ip_inside) s.vlans = {300};  // the inner frame's tag is the one reported
+        const std::vector<uint8_t> frame = encapsulate(t, build_wire_frame(s, f), outer_v6);
+        const std::string what = std::to_string(int(t)) + (outer_v6 ? " v6 " : " v4 ") + dst;
+        ParsedPacket p;
+        ASSERT_EQ(parse_tunneled(frame, flag_of(t), p), Drop::kNone) << what;
+        expect_fields(p, s);
+        EXPECT_EQ(p.vlan_outer, ip_inside ? 0 : 300) << what;
+        // The outer frame alone is not TCP: without the flag, or with every other flag.
+        EXPECT_EQ(parse_tunneled(frame, 0, p), Drop::kNotTcp) << what;
+        const uint8_t others =
+            (kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre) & ~flag_of(t);
+        EXPECT_EQ(parse_tunneled(frame, others, p), Drop::kNotTcp) << what;
+        // Cut anywhere inside the tunnel's headers: nothing read past the capture (ASan), and
+        // never a segment.
+        const size_t inner_at = frame.size() - build_wire_frame(s, f).size();
+        for (uint32_t cut = 14; cut <= inner_at + 4; ++cut) {
+          EXPECT_NE(parse_tunneled(frame, flag_of(t), p, cut), Drop::kNone)
+              << what << " cut " << cut;
+        }
+      }
+    }
+  }
+}
+
+TEST(Parse, TunnelHeadersThatAreNotOurs) {
+  const TcpSeg s = full_seg("192.0.2.1", "198.51.100.7");
+  const std::vector<uint8_t> inner = build_wire_frame(s, FrameOpts{});
+  const uint8_t every = kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre;
+  ParsedPacket p;
+  std::vector<uint8_t> f = encapsulate(Tunnel::kVxlan, inner);
+  f[14 + 20 + 8] = 0;  // VXLAN without the I flag: no valid VNI
+  EXPECT_EQ(parse_tunneled(f, every, p), Drop::kNotTcp);
+  f = encapsulate(Tunnel::kVxlan, inner);
+  f[14 + 20 + 3] = 0xb6;  // UDP port 4790
+  EXPECT_EQ(parse_tunneled(f, every, p), Drop::kNotTcp);
+  f = encapsulate(Tunnel::kGeneve, inner);
+  f[14 + 20 + 8] |= 0x40;  // Geneve version 1
+  EXPECT_EQ(parse_tunneled(f, every, p), Drop::kNotTcp);
+  f = encapsulate(Tunnel::kGreEth, inner);
+  f[14 + 20] |= 0x40;  // GRE with routing (RFC 1701): not read
+  EXPECT_EQ(parse_tunneled(f, every, p), Drop::kNotTcp);
+  f = encapsulate(Tunnel::kGreEth, inner);
+  f[14 + 20 + 1] |= 0x01;  // GRE version 1 (PPTP)
+  EXPECT_EQ(parse_tunneled(f, every, p), Drop::kNotTcp);
+  // A tunnel whose inner frame is not TCP: the inner frame's reason.
+  TcpSeg udp = s;
+  FrameOpts fu;
+  fu.ip_proto = 17;
+  EXPECT_EQ(parse_tunneled(encapsulate(Tunnel::kVxlan, build_wire_frame(udp, fu)), every, p),
+            Drop::kNotTcp);
+  FrameOpts farp;
+  farp.ethertype = 0x0806;
+  EXPECT_EQ(parse_tunneled(encapsulate(Tunnel::kVxlan, build_wire_frame(udp, farp)), every, p),
+            Drop::kNotIp);
+  // One level only: VXLAN inside VXLAN is not opened twice.
+  EXPECT_EQ(
+      parse_tunneled(encapsulate(Tunnel::kVxlan, encapsulate(Tunnel::kVxlan, inner)), every, p),
+      Drop::kNotTcp);
+  EXPECT_EQ(parse_tunneled(encapsulate(Tunnel::kVxlan, inner), every, p), Drop::kNone);
+}
+
+// ---------------------------------------------------------------------------------------------
 // VLAN tags.
 
 struct VlanCase {
