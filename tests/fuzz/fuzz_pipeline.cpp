@@ -2,18 +2,19 @@
 // per-packet pipeline on a sequence of frames, in a table of 64 flows so that the full-table
 // policy, eviction and timeouts are reached.
 // Input: byte 0 chooses the mode (bit 0: a live source, handle_frame() and advance_time() after
-// every frame; else a replay); then records of [ctl][len][len bytes of frame]: ctl bits 0-2 pick
-// the link type (0-6: fuzz_check.hpp's kLinks; 7: Ethernet with the time step taken backwards, as
-// captures with reordered timestamps have them), bits 3-7 a time step (0: same time, k: 2^(k+9) ns,
-// 1 us to 18 minutes). Properties: every frame is tracked or dropped with a reason, once; every
-// flow is closed or evicted by the end; W_c samples are at least one segment; no RTT sample is
-// longer than the input's time span (a timestamp going backwards must not wrap); and a replay gives
-// the same counters and samples frame by frame (handle_frame) as in bursts (stage_frame, the
-// sources' path).
+// every frame; else a replay; bit 1: every tunnel opened, WorkerConfig::decap); then records of
+// [ctl][len][len bytes of frame]: ctl bits 0-2 pick the link type (0-6: fuzz_check.hpp's kLinks; 7:
+// Ethernet with the time step taken backwards, as captures with reordered timestamps have them),
+// bits 3-7 a time step (0: same time, k: 2^(k+9) ns, 1 us to 18 minutes). Properties: every frame
+// is tracked or dropped with a reason, once; every flow is closed or evicted by the end; W_c
+// samples are at least one segment; no RTT sample is longer than the input's time span (a timestamp
+// going backwards must not wrap); and a replay gives the same counters and samples frame by frame
+// (handle_frame) as in bursts (stage_frame, the sources' path).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "dataplane/parse.hpp"
 #include "dataplane/worker.hpp"
 #include "fuzz_check.hpp"
 
@@ -33,8 +34,9 @@ struct Outcome {
   uint64_t records = 0;
 };
 
-WorkerConfig small_config() {
+WorkerConfig small_config(bool decap) {
   WorkerConfig cfg;
+  if (decap) cfg.decap = kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre;
   cfg.flow_capacity = 64;
   // Drained after every frame; finish() emits at most 64 records and 128 samples.
   cfg.ring_capacity = 256;
@@ -75,6 +77,7 @@ bool same_sample(const Sample& a, const Sample& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const bool live = data[0] & 1;
+  const bool decap = data[0] & 2;
   std::vector<Frame> frames;
   uint64_t ts_ns = 1'700'000'000'000'000'000ull, min_ns = ts_ns, max_ns = ts_ns;
   for (size_t i = 1; i + 2 <= size;) {
@@ -93,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Outcome one;
   {
-    Worker w(small_config());
+    Worker w(small_config(decap));
     for (const Frame& f : frames) {
       w.handle_frame(f.link, f.bytes.data(), uint32_t(f.bytes.size()), uint32_t(f.bytes.size()),
                      f.ts_ns);
@@ -109,7 +112,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Outcome burst;
   {
-    Worker w(small_config());
+    Worker w(small_config(decap));
     for (const Frame& f : frames) {
       w.stage_frame(f.link, f.bytes.data(), uint32_t(f.bytes.size()), uint32_t(f.bytes.size()),
                     f.ts_ns);
