@@ -84,12 +84,12 @@ int usage_error(const std::string& msg) {
 }
 
 // An address or prefix argument's syntax, checked before any call so a typo is a usage error
-// (exit 2) without a server; the server applies its own rules on top (its prefix lengths).
-bool valid_target(const std::string& cmd, const std::string& text, int& rc) {
+// (exit 2, returned; 0 when the text is fine) without a server; the server applies its own
+// rules on top (its prefix lengths).
+int bad_target(const std::string& cmd, const std::string& text) {
   spand::net::IpText t;
-  if (spand::net::parse_ip_text(text, t) == spand::net::IpTextError::kNone) return true;
-  rc = usage_error(cmd + ": '" + text + "' is not an IPv4 or IPv6 address or CIDR prefix");
-  return false;
+  if (spand::net::parse_ip_text(text, t) == spand::net::IpTextError::kNone) return 0;
+  return usage_error(cmd + ": '" + text + "' is not an IPv4 or IPv6 address or CIDR prefix");
 }
 
 bool parse_u64(const char* text, uint64_t& out) {
@@ -245,7 +245,7 @@ int cmd_get(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv) 
     } else if (a.starts_with("-")) {
       return usage_error("get: unknown option '" + a + "'");
     } else {
-      if (int rc = 0; !valid_target("get", a, rc)) return rc;
+      if (const int rc = bad_target("get", a)) return rc;
       addresses.push_back(a);
     }
   }
@@ -319,7 +319,7 @@ int cmd_watch(const Globals& g, v1::Estimates::Stub& stub, int argc, char** argv
     } else if (a.starts_with("-")) {
       return usage_error("watch: unknown option '" + a + "'");
     } else {
-      if (int rc = 0; !valid_target("watch", a, rc)) return rc;
+      if (const int rc = bad_target("watch", a)) return rc;
       req.add_prefixes(a);
     }
   }

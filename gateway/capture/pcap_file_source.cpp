@@ -258,12 +258,12 @@ SourceStatus run_pcap_source(const std::string& path, const SourceOptions& opts,
   char errbuf[PCAP_ERRBUF_SIZE] = {0};
   pcap_t* pc =
       pcap_open_offline_with_tstamp_precision(path.c_str(), PCAP_TSTAMP_PRECISION_NANO, errbuf);
+  const std::string name = path == "-" ? "standard input" : path;  // for messages
   if (!pc) {
-    error = (path == "-" ? std::string("standard input") : path) + ": " + errbuf +
-            compressed_hint(path);
+    error = name + ": " + errbuf + compressed_hint(path);
     return SourceStatus::kBadInput;
   }
-  return read_pcap(pc, path == "-" ? "standard input" : path, opts, out, error, stderr);
+  return read_pcap(pc, name, opts, out, error, stderr);
 }
 
 SourceStatus read_pcap(pcap_t* pc, const std::string& path, const SourceOptions& opts,

@@ -325,7 +325,7 @@ int main(int argc, char** argv) {
                         : name == "geneve" ? kDecapGeneve
                         : name == "erspan" ? kDecapErspan
                         : name == "gre"    ? kDecapGre
-                                           : kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre;
+                                           : kDecapAll;
   }
   if (!hash_seed.empty()) {
     char* end = nullptr;

@@ -409,6 +409,18 @@ constexpr uint16_t kGreRouting = 0x4000;
 constexpr uint16_t kGreKey = 0x2000;
 constexpr uint16_t kGreSequence = 0x1000;
 
+// What a Geneve or GRE protocol type field says is inside: Ethernet, or IP; false for others.
+inline bool inner_link_of(uint16_t type, LinkType& link) {
+  if (type == kEtherTransparentBridging) {
+    link = LinkType::kEthernet;
+  } else if (type == kEtherIpv4 || type == kEtherIpv6) {
+    link = LinkType::kRaw;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 // The outer frame was IP carrying something other than TCP: if it is a tunnel `decap` asks for,
@@ -419,7 +431,8 @@ constexpr uint16_t kGreSequence = 0x1000;
 [[gnu::noinline, gnu::cold]] static bool tunnel_payload(LinkType link, const uint8_t* data,
                                                         uint32_t caplen, uint8_t decap,
                                                         uint32_t& inner, LinkType& inner_link) {
-  // Where the outer IP header is: after the link header and its VLAN tags.
+  // Where the outer IP header is: after the link header and its VLAN tags (walked here rather
+  // than by skip_vlan_tags(), for the call-site reason above).
   uint32_t off = 0;
   switch (link) {
     case LinkType::kEthernet:
@@ -476,13 +489,8 @@ constexpr uint16_t kGreSequence = 0x1000;
     } else if ((decap & kDecapGeneve) && dport == kGenevePort &&
                room >= kUdpHeaderBytes + kGeneveHeaderBytes && (h[kUdpHeaderBytes] >> 6) == 0) {
       const uint8_t* g = h + kUdpHeaderBytes;
-      const uint16_t type = rd16(g + 2);
       inner = l4 + kUdpHeaderBytes + kGeneveHeaderBytes + static_cast<uint32_t>(g[0] & 0x3f) * 4;
-      if (type == kEtherIpv4 || type == kEtherIpv6) {
-        inner_link = LinkType::kRaw;
-      } else if (type != kEtherTransparentBridging) {
-        return false;
-      }
+      if (!inner_link_of(rd16(g + 2), inner_link)) return false;
     } else {
       return false;
     }
@@ -499,10 +507,7 @@ constexpr uint16_t kGreSequence = 0x1000;
       if (caplen < inner + kErspan3HeaderBytes) return false;
       const bool subheader = (data[inner + kErspan3HeaderBytes - 1] & 0x01) != 0;  // the O flag
       inner += kErspan3HeaderBytes + (subheader ? kErspan3SubheaderBytes : 0);
-    } else if (type == kEtherTransparentBridging && (decap & kDecapGre)) {
-    } else if ((type == kEtherIpv4 || type == kEtherIpv6) && (decap & kDecapGre)) {
-      inner_link = LinkType::kRaw;
-    } else {
+    } else if (!(decap & kDecapGre) || !inner_link_of(type, inner_link)) {
       return false;
     }
   } else {

@@ -14,6 +14,7 @@ enum DecapFlag : uint8_t {
   kDecapGeneve = 1 << 1,  // UDP port 6081 (RFC 8926), Ethernet or IP inside
   kDecapErspan = 1 << 2,  // GRE 0x88be (ERSPAN type I and II) and 0x22eb (type III): remote span
   kDecapGre = 1 << 3,     // GRE carrying Ethernet (0x6558), IPv4 or IPv6
+  kDecapAll = kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre,
 };
 
 // Decodes one frame. Returns Drop::kNone and fills `out` when the frame is a TCP segment we can

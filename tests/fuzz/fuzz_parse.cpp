@@ -20,8 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const uint32_t cut = data[0] & 0x80 ? (uint32_t(data[1]) << 4) | (data[0] & 0x0f) : 0;
   const std::vector<uint8_t> frame(data + 2, data + size);
   const uint32_t caplen = uint32_t(frame.size());
-  const uint8_t decap =
-      (data[0] & 0x10) ? kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre : 0;
+  const uint8_t decap = (data[0] & 0x10) ? kDecapAll : 0;
   ParsedPacket a, b;
   const Drop da = parse_frame(link, frame.data(), caplen, caplen + cut, 1000, a, decap);
   const Drop db = parse_frame(link, frame.data(), caplen, caplen + cut, 1000, b, decap);

@@ -36,7 +36,7 @@ struct Outcome {
 
 WorkerConfig small_config(bool decap) {
   WorkerConfig cfg;
-  if (decap) cfg.decap = kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre;
+  if (decap) cfg.decap = kDecapAll;
   cfg.flow_capacity = 64;
   // Drained after every frame; finish() emits at most 64 records and 128 samples.
   cfg.ring_capacity = 256;

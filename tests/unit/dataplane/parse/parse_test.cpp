@@ -387,8 +387,7 @@ TEST(Parse, TunnelsOpenedOnlyWhenAsked) {
         EXPECT_EQ(p.vlan_outer, ip_inside ? 0 : 300) << what;
         // The outer frame alone is not TCP: without the flag, or with every other flag.
         EXPECT_EQ(parse_tunneled(frame, 0, p), Drop::kNotTcp) << what;
-        const uint8_t others =
-            (kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre) & ~flag_of(t);
+        const uint8_t others = kDecapAll & ~flag_of(t);
         EXPECT_EQ(parse_tunneled(frame, others, p), Drop::kNotTcp) << what;
         // Cut anywhere inside the tunnel's headers: nothing read past the capture (ASan), and
         // never a segment.
@@ -405,7 +404,7 @@ TEST(Parse, TunnelsOpenedOnlyWhenAsked) {
 TEST(Parse, TunnelHeadersThatAreNotOurs) {
   const TcpSeg s = full_seg("192.0.2.1", "198.51.100.7");
   const std::vector<uint8_t> inner = build_wire_frame(s, FrameOpts{});
-  const uint8_t every = kDecapVxlan | kDecapGeneve | kDecapErspan | kDecapGre;
+  const uint8_t every = kDecapAll;
   ParsedPacket p;
   std::vector<uint8_t> f = encapsulate(Tunnel::kVxlan, inner);
   f[14 + 20 + 8] = 0;  // VXLAN without the I flag: no valid VNI
